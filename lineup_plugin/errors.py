@@ -1,0 +1,100 @@
+"""Every exception lineup-plugin raises, in one place.
+
+The hierarchy::
+
+    LineUpError
+    ├── ProtocolError            a wire message is malformed, of the wrong type or unknown
+    │   └── VersionError         an envelope of an unknown major version (never executed)
+    ├── CallStateError           a call was asked to make a transition its state does not allow
+    ├── ToolError                a tool definition or registration is wrong
+    │   ├── DuplicateToolError   two plugins registered the same tool name
+    │   └── ArgumentsError       a call's arguments do not match the action's inputSchema
+    ├── ConfigError              a setting has a bad value (the message names the setting)
+    ├── StoreError               the durable store cannot be opened or written
+    └── TransportError           a transport cannot connect, send or receive
+        ├── AuthError            the peer refused our credentials, or we refused theirs
+        └── RelayError           the WuKongIM server answered with a failure reason code
+            ├── RelayAuthError       the server refused the agent's uid/token (also an AuthError)
+            ├── RelayProtocolError   the server sent bytes that are not valid wkproto
+            └── RelayTimeoutError    an expected CONNACK, SENDACK or PONG did not arrive in time
+
+Messages are short, lowercase and name what is wrong (for protocol errors, the field path).
+"""
+
+from __future__ import annotations
+
+
+class LineUpError(Exception):
+    """Base class of every error raised by lineup-plugin."""
+
+
+class ProtocolError(LineUpError):
+    """A wire message could not be decoded or is not valid LineUp v1."""
+
+
+class VersionError(ProtocolError):
+    """An envelope declares a major protocol version this implementation does not speak."""
+
+    def __init__(self, version: object) -> None:
+        super().__init__(f"unsupported protocol version {version!r}: this side speaks v1 only")
+        self.version = version
+
+
+class CallStateError(LineUpError):
+    """A call was asked to make a transition its current state does not allow."""
+
+
+class ToolError(LineUpError):
+    """A tool definition or registration is wrong."""
+
+
+class DuplicateToolError(ToolError):
+    """Two plugins registered a tool of the same name."""
+
+
+class ArgumentsError(ToolError):
+    """A call's arguments do not satisfy the action's inputSchema.
+
+    ``path`` is the JSON path of the offending field and ``expected`` what the schema wanted.
+    """
+
+    def __init__(self, message: str, *, path: str = "", expected: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+
+
+class ConfigError(LineUpError):
+    """A configuration setting has a bad value; the message names the setting."""
+
+
+class StoreError(LineUpError):
+    """The durable store cannot be opened or written."""
+
+
+class TransportError(LineUpError):
+    """A transport cannot connect, send or receive."""
+
+
+class AuthError(TransportError):
+    """Credentials were refused (ours by a server, or a client's by us)."""
+
+
+class RelayError(TransportError):
+    """The WuKongIM server answered with a failure reason code."""
+
+    def __init__(self, message: str, *, reason_code: int | None = None) -> None:
+        super().__init__(message)
+        self.reason_code = reason_code
+
+
+class RelayAuthError(RelayError, AuthError):
+    """The WuKongIM server refused the agent's uid and token (or closed without a CONNACK)."""
+
+
+class RelayProtocolError(RelayError):
+    """The WuKongIM server sent a frame we cannot accept: truncated, oversized, bad msgKey..."""
+
+
+class RelayTimeoutError(RelayError):
+    """A CONNACK, SENDACK or PONG the WuKongIM protocol promises did not arrive in time."""

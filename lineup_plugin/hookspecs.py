@@ -1,0 +1,38 @@
+"""Hook specifications: what a LineUp plugin can implement.
+
+A plugin is a module or object with functions marked ``@lineup_plugin.hookimpl``, found through
+the entry-point group ``lineup`` (or registered directly on the plugin manager). An
+implementation may accept fewer arguments than its spec, so specs can grow without breaking
+plugins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .registry import Register
+
+hookspec = pluggy.HookspecMarker("lineup")
+hookimpl = pluggy.HookimplMarker("lineup")
+
+
+@hookspec
+def register_tools(register: Register) -> None:
+    """Register tools by calling ``register(tool)`` once per tool; return nothing.
+
+    ``tool`` is one of:
+
+    - a :class:`~lineup_plugin.protocol.ToolDefinition` (or the same as a ``dict`` in wire form),
+      a tool that lives on the App — the App renders and answers it;
+    - a typed Python function, a tool that runs in the agent's process: its signature becomes
+      the JSON Schema of its arguments and its docstring the description. It may be ``async``.
+      Whatever it returns (JSON-serialisable) is the result; if it raises, the model gets a
+      ``failed`` result with the error message.
+
+    ``register(tool, name=..., description=..., risk=...)`` overrides the derived name,
+    description or risk. Registering a name another plugin already registered raises
+    :class:`~lineup_plugin.errors.DuplicateToolError` naming both plugins.
+    """

@@ -1,0 +1,58 @@
+"""The plugin manager: loads built-in and third-party plugins and collects their tools.
+
+Third-party plugins are found through the entry-point group ``lineup``. Set
+``LINEUP_BLOCK_PLUGINS`` to a comma-separated list of plugin (entry-point) names to keep them from
+loading.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .registry import Registry
+
+ENTRY_POINT_GROUP = "lineup"
+BLOCK_ENV = "LINEUP_BLOCK_PLUGINS"
+BUILTIN_PLUGINS = ("lineup_plugin.builtin_tools",)
+
+
+def blocked_names(environ: dict[str, str] | None = None) -> set[str]:
+    """The plugin names listed in ``LINEUP_BLOCK_PLUGINS``."""
+    value = (os.environ if environ is None else environ).get(BLOCK_ENV, "")
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def get_plugin_manager(*, load_entrypoints: bool = True, environ: dict[str, str] | None = None) -> pluggy.PluginManager:
+    """A plugin manager with the hook specs, the built-in tools and (optionally) installed plugins."""
+    pm = pluggy.PluginManager("lineup")
+    pm.add_hookspecs(hookspecs)
+    for name in blocked_names(environ):
+        pm.set_blocked(name)
+
+    for module_name in BUILTIN_PLUGINS:
+        if not pm.is_blocked(module_name):
+            pm.register(importlib.import_module(module_name), name=module_name)
+    if load_entrypoints:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    pm.check_pending()
+    return pm
+
+
+def collect_tools(pm: pluggy.PluginManager, registry: Registry | None = None) -> Registry:
+    """Call every plugin's ``register_tools`` hook, each with a ``register`` bound to its name."""
+    registry = registry or Registry()
+    for impl in pm.hook.register_tools.get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin) or impl.plugin_name
+        kwargs: dict[str, Any] = {"register": registry.registrar(plugin_name)}
+        impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+    return registry
+
+
+def load_registry(*, load_entrypoints: bool = True, environ: dict[str, str] | None = None) -> Registry:
+    """The registry of every tool the built-in and installed (not blocked) plugins register."""
+    return collect_tools(get_plugin_manager(load_entrypoints=load_entrypoints, environ=environ))

@@ -1,0 +1,140 @@
+"""The call state machine.
+
+::
+
+    created → delivered → acknowledged → waiting_user → completed | rejected | cancelled
+                                                        | expired | unsupported | failed
+
+Forward steps may be skipped (a call can go from ``delivered`` straight to ``waiting_user``, or
+from any live state to a terminal one). The first terminal status wins: a later or duplicate
+result is ignored, never applied. A step backwards, or a live state after a terminal one, is an
+invalid transition and raises :class:`~lineup_plugin.errors.CallStateError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import CallStateError
+from .messages import CallStatus, ToolCall, ToolResult
+
+
+class CallState(enum.StrEnum):
+    """Where a call is in its life."""
+
+    CREATED = "created"
+    DELIVERED = "delivered"
+    ACKNOWLEDGED = "acknowledged"
+    WAITING_USER = "waiting_user"
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    UNSUPPORTED = "unsupported"
+    FAILED = "failed"
+
+
+_LIVE_ORDER = [CallState.CREATED, CallState.DELIVERED, CallState.ACKNOWLEDGED, CallState.WAITING_USER]
+TERMINAL: frozenset[CallState] = frozenset(set(CallState) - set(_LIVE_ORDER))
+
+
+def parse_timestamp(value: str) -> float:
+    """Seconds since the epoch of an ISO 8601 timestamp (naive timestamps are read as UTC)."""
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def format_timestamp(seconds: float) -> str:
+    """An ISO 8601 UTC timestamp for seconds since the epoch."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class Call:
+    """One tool call and everything known about it; holds no I/O.
+
+    ``expires_at`` is seconds since the epoch (wall clock, so it survives a restart).
+    """
+
+    request: ToolCall
+    conversation_id: str
+    state: CallState = CallState.CREATED
+    created_at: float = field(default_factory=time.time)
+    expires_at: float | None = None
+    result: ToolResult | None = None
+    history: list[tuple[CallState, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.expires_at is None and self.request.expires_at is not None:
+            self.expires_at = parse_timestamp(self.request.expires_at)
+        if not self.history:
+            self.history.append((self.state, self.created_at))
+
+    @property
+    def call_id(self) -> str:
+        """The call's id, unique within its conversation."""
+        return self.request.call_id
+
+    @property
+    def done(self) -> bool:
+        """Whether the call has reached a terminal status."""
+        return self.state in TERMINAL
+
+    def advance(self, state: CallState, *, now: float | None = None) -> bool:
+        """Move forward to a live ``state``; returns False when already there (a duplicate).
+
+        Raises CallStateError for a step backwards or after the call finished.
+        """
+        if state in TERMINAL:
+            raise CallStateError(f"call {self.call_id}: use finish() for the terminal status {state}")
+        if self.state == state:
+            return False
+        if self.done:
+            raise CallStateError(f"call {self.call_id}: cannot go to {state}, it already ended as {self.state}")
+        if _LIVE_ORDER.index(state) < _LIVE_ORDER.index(self.state):
+            raise CallStateError(f"call {self.call_id}: cannot go back from {self.state} to {state}")
+        self._enter(state, now)
+        return True
+
+    def finish(self, result: ToolResult, *, now: float | None = None) -> bool:
+        """Apply a terminal result; returns False (and changes nothing) if the call already ended.
+
+        The first terminal result wins.
+        """
+        if result.call_id != self.call_id:
+            raise CallStateError(f"result for call {result.call_id} given to call {self.call_id}")
+        if self.done:
+            return False
+        filled = result.model_copy(
+            update={"name": result.name or self.request.name, "action": result.action or self.request.action}
+        )
+        self.result = filled
+        self._enter(CallState(result.status), now)
+        return True
+
+    def end(self, status: CallStatus, message: str, *, now: float | None = None, **extra: Any) -> bool:
+        """Finish with ``status`` and a human-readable ``message`` (plus any extra result fields)."""
+        return self.finish(
+            ToolResult(call_id=self.call_id, status=status, result={"message": message, **extra}), now=now
+        )
+
+    def is_expired(self, now: float | None = None) -> bool:
+        """Whether the call is live and its deadline has passed."""
+        moment = time.time() if now is None else now
+        return not self.done and self.expires_at is not None and moment >= self.expires_at
+
+    def expire_if_due(self, now: float | None = None) -> bool:
+        """End the call as ``expired`` when its deadline has passed; returns whether it did."""
+        if not self.is_expired(now):
+            return False
+        return self.end("expired", "no answer before the deadline", now=now)
+
+    def _enter(self, state: CallState, now: float | None) -> None:
+        self.state = state
+        self.history.append((state, time.time() if now is None else now))

@@ -1,0 +1,114 @@
+"""Encode envelopes to JSON text and decode JSON text to envelopes.
+
+Decoding checks the major version first, so an envelope of an unknown version is refused before
+anything else of it is read. Every failure raises :class:`~lineup_plugin.errors.ProtocolError`
+(or its subclass :class:`~lineup_plugin.errors.VersionError`) with a message that names the field
+path, e.g. ``payload.arguments: input should be a valid dictionary``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ProtocolError, VersionError
+from .base import WireModel
+from .messages import KIND_OF, KINDS, PROTOCOL_VERSION, TYPE_PREFIX, Actor, Envelope, EnvelopeHeader, Payload
+
+#: the largest envelope text decode() accepts, in characters
+MAX_MESSAGE_CHARS = 1_000_000
+
+
+def new_id(prefix: str = "msg") -> str:
+    """A fresh unique id such as ``msg_5f0c...``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def now_iso() -> str:
+    """The current time as an ISO 8601 UTC timestamp."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def envelope(
+    payload: Payload,
+    *,
+    sender: Actor,
+    target: Actor,
+    conversation_id: str,
+    id: str | None = None,
+) -> Envelope:
+    """Wrap ``payload`` in an envelope of the matching kind, with a fresh id and timestamp."""
+    kind = KIND_OF[type(payload)]
+    return Envelope.model_construct(
+        v=PROTOCOL_VERSION,
+        id=id or new_id(),
+        type=TYPE_PREFIX + kind,
+        conversation_id=conversation_id,
+        sender=sender,
+        target=target,
+        timestamp=now_iso(),
+        payload=payload,
+    )
+
+
+def encode(message: Envelope) -> str:
+    """The compact JSON text of an envelope (``None`` fields left out)."""
+    return message.model_dump_json(exclude_none=True)
+
+
+def _describe(exc: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        msg = err["msg"][:1].lower() + err["msg"][1:]
+        parts.append(f"{path or 'message'}: {msg}")
+    return "; ".join(parts)
+
+
+def validate(model: type[WireModel], data: Any, *, path: str = "") -> Any:
+    """Validate ``data`` as ``model``; failures become a ProtocolError naming the field path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ProtocolError(_describe(exc, path)) from None
+
+
+def decode_object(data: Any) -> Envelope:
+    """Decode an already-parsed JSON value into an envelope."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"message: expected a JSON object, got {type(data).__name__}")
+    if "v" not in data:
+        raise ProtocolError("v: field required")
+    version = data["v"]
+    if type(version) is not int:
+        raise ProtocolError(f"v: expected an integer, got {version!r}")
+    if version != PROTOCOL_VERSION:
+        raise VersionError(version)
+    header: EnvelopeHeader = validate(EnvelopeHeader, data)
+    if not header.type.startswith(TYPE_PREFIX):
+        raise ProtocolError(f"type: expected 'lineup.v1.<kind>', got {header.type!r}")
+    kind = header.type[len(TYPE_PREFIX) :]
+    model = KINDS.get(kind)
+    if model is None:
+        raise ProtocolError(f"type: unknown kind {kind!r}")
+    payload = validate(model, header.payload, path="payload")
+    fields = dict(header)
+    fields["payload"] = payload
+    return Envelope.model_construct(**fields)
+
+
+def decode(text: str | bytes) -> Envelope:
+    """Decode one envelope from JSON text; raises ProtocolError on anything that is not valid v1."""
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ProtocolError(f"message: {len(text)} characters is over the limit of {MAX_MESSAGE_CHARS}")
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"message: malformed JSON ({exc})") from None
+    except RecursionError:
+        raise ProtocolError("message: JSON nested too deeply") from None
+    return decode_object(data)

@@ -1,0 +1,219 @@
+"""Payload models of every LineUp v1 message kind, and the envelope that carries them.
+
+Kinds (the envelope ``type`` is ``"lineup.v1." + kind``):
+
+=================  ===============  =====================================================
+kind               direction        purpose
+=================  ===============  =====================================================
+``device.hello``   App → agent      device id, App version, protocol version, credentials
+``device.welcome`` agent → App      the session is open; agent identity
+``tool.list``      both             declare tools, or ask for the other side's tools
+``tool.call``      both             call a tool
+``tool.ack``       both             the call arrived (``acknowledged``) / is shown (``waiting_user``)
+``tool.result``    both             the terminal status and structured result of a call
+``tool.cancel``    both             cancel a call that has not finished
+``agent.status``   agent → App      idle / thinking / waiting_input / running / interrupted / failed
+``agent.stop``     App → agent      the user pressed stop
+``text``           both             a chat message (App → user message; agent reply → App)
+``error``          both             a message was refused; says why
+=================  ===============  =====================================================
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from .base import WireModel
+from .tools import ToolDefinition
+
+PROTOCOL_VERSION = 1
+TYPE_PREFIX = "lineup.v1."
+
+CallStatus = Literal["completed", "rejected", "cancelled", "expired", "unsupported", "failed"]
+AgentState = Literal["idle", "thinking", "waiting_input", "running", "interrupted", "failed"]
+ActorKind = Literal["agent", "human", "device", "group", "system"]
+
+
+def _iso_timestamp(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from None
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_iso_timestamp)]
+Identifier = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Actor(WireModel):
+    """Who sent or should receive a message."""
+
+    kind: ActorKind
+    id: Identifier
+
+
+class DeviceHello(WireModel):
+    """First message of an App session.
+
+    ``token`` is only used by the direct transport. ``open_calls`` lists the call ids whose cards
+    the App still shows, so the agent can re-send the live ones and close the others.
+    """
+
+    device_id: Identifier
+    app_version: str | None = None
+    protocol_version: int = PROTOCOL_VERSION
+    token: str | None = Field(default=None, repr=False)
+    name: str | None = None
+    open_calls: list[str] = Field(default_factory=list)
+
+
+class DeviceWelcome(WireModel):
+    """The agent accepted the device; ``pending`` calls follow as ``tool.call`` messages."""
+
+    device_id: Identifier
+    agent: Actor
+    protocol_version: int = PROTOCOL_VERSION
+    pending: int = 0
+
+
+class ToolList(WireModel):
+    """Declares the sender's tools; with ``request`` set, also asks for the receiver's."""
+
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    request: bool = False
+
+
+class ToolCall(WireModel):
+    """A request to run one action of one tool; ``call_id`` pairs it with its result."""
+
+    call_id: Identifier
+    name: Identifier
+    action: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    expires_at: Timestamp | None = None
+    risk: str | None = None
+
+
+class ToolAck(WireModel):
+    """Progress of a call on the answering side: it arrived, or it is now shown to the user."""
+
+    call_id: Identifier
+    stage: Literal["acknowledged", "waiting_user"] = "acknowledged"
+
+
+class ToolResult(WireModel):
+    """The terminal answer to a call. ``result`` is an object, e.g. ``{"selected": "x", "index": 1}``.
+
+    The seed examples omit ``status`` (read as ``completed``) and sometimes ``name``/``action``.
+    """
+
+    call_id: Identifier
+    name: str | None = None
+    action: str | None = None
+    status: CallStatus = "completed"
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCancel(WireModel):
+    """Withdraws a call; ``reason`` is shown to the user (e.g. "answered on another device")."""
+
+    call_id: Identifier
+    reason: str | None = None
+
+
+class AgentStatus(WireModel):
+    """What the agent is doing now."""
+
+    state: AgentState
+    detail: str | None = None
+
+
+class AgentStop(WireModel):
+    """The user pressed stop: end the agent's current run and cancel its pending calls."""
+
+    reason: str | None = None
+
+
+class Text(WireModel):
+    """A chat message between the user and the agent."""
+
+    text: str = Field(max_length=100_000)
+    reply_to: str | None = None
+
+
+class Error(WireModel):
+    """A message was refused; ``ref`` is the id of the envelope it refers to, if any."""
+
+    code: str
+    message: str
+    ref: str | None = None
+    call_id: str | None = None
+
+
+Payload = (
+    DeviceHello
+    | DeviceWelcome
+    | ToolList
+    | ToolCall
+    | ToolAck
+    | ToolResult
+    | ToolCancel
+    | AgentStatus
+    | AgentStop
+    | Text
+    | Error
+)
+
+#: payload model by kind
+KINDS: dict[str, type[WireModel]] = {
+    "device.hello": DeviceHello,
+    "device.welcome": DeviceWelcome,
+    "tool.list": ToolList,
+    "tool.call": ToolCall,
+    "tool.ack": ToolAck,
+    "tool.result": ToolResult,
+    "tool.cancel": ToolCancel,
+    "agent.status": AgentStatus,
+    "agent.stop": AgentStop,
+    "text": Text,
+    "error": Error,
+}
+KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}
+
+
+class EnvelopeHeader(WireModel):
+    """The envelope fields, with the payload not yet decoded."""
+
+    v: Literal[1]
+    id: Identifier
+    type: str
+    conversation_id: Identifier
+    sender: Actor
+    target: Actor
+    timestamp: Timestamp | None = None
+    payload: dict[str, Any]
+
+
+class Envelope(WireModel):
+    """One LineUp message: ``{v, id, type, conversation_id, sender, target, timestamp, payload}``.
+
+    ``id`` is the idempotency key. Build one with :func:`lineup_plugin.protocol.codec.envelope`.
+    """
+
+    v: Literal[1] = PROTOCOL_VERSION
+    id: Identifier
+    type: str
+    conversation_id: Identifier
+    sender: Actor
+    target: Actor
+    timestamp: Timestamp | None = None
+    payload: Payload
+
+    @property
+    def kind(self) -> str:
+        """The kind without the ``lineup.v1.`` prefix, e.g. ``"tool.call"``."""
+        return self.type.removeprefix(TYPE_PREFIX)
