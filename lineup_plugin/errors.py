@@ -11,6 +11,7 @@ The hierarchy::
     │   └── ArgumentsError       a call's arguments do not match the action's inputSchema
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
+    │   └── StoreBusyError       another process already holds the store's database file
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -70,6 +71,10 @@ class ConfigError(LineUpError):
 
 class StoreError(LineUpError):
     """The durable store cannot be opened or written."""
+
+
+class StoreBusyError(StoreError):
+    """Another process (another agent) already holds the store's database file."""
 
 
 class TransportError(LineUpError):

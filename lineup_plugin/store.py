@@ -1,18 +1,39 @@
 """Where the hub keeps calls, seen envelope ids and the audit log.
 
 :class:`MemoryStore` keeps them for the life of the process. The durable SQLite store
-(:class:`SQLiteStore`) keeps them across restarts. Neither stores secrets or tokens.
+(:class:`SQLiteStore`) keeps them across restarts, a SIGKILL included. Neither stores secrets or
+tokens. :func:`open_store` builds the one the settings ask for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
 from collections import OrderedDict
-from typing import Protocol
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .protocol.calls import Call
+from .errors import StoreBusyError, StoreError
+from .protocol.calls import Call, CallState
+from .protocol.messages import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+log = logging.getLogger(__name__)
 
 #: how many envelope ids a store remembers for deduplication
 SEEN_LIMIT = 100_000
+#: how many ended calls a store keeps (to refuse late answers and replay repeated call ids)
+ENDED_LIMIT = 10_000
+#: how many audit records the durable store keeps
+AUDIT_LIMIT = 200_000
 
 
 class Store(Protocol):
@@ -40,7 +61,7 @@ class Store(Protocol):
 class MemoryStore:
     """A store that lives as long as the process; ended calls and seen ids are bounded."""
 
-    def __init__(self, *, seen_limit: int = SEEN_LIMIT, ended_limit: int = 10_000) -> None:
+    def __init__(self, *, seen_limit: int = SEEN_LIMIT, ended_limit: int = ENDED_LIMIT) -> None:
         self._calls: dict[str, Call] = {}
         self._ended: OrderedDict[str, Call] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -83,3 +104,300 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+# ------------------------------------------------------------------------------------ SQLite
+
+#: the schema version this code writes (``PRAGMA user_version``); older files are migrated
+SCHEMA_VERSION = 1
+#: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
+APPLICATION_ID = 0x4C6E5570
+#: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
+PRUNE_SLACK = 1_000
+
+Synchronous = Literal["full", "normal", "off"]
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE calls (
+            call_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            state TEXT NOT NULL,
+            done INTEGER NOT NULL,
+            request TEXT NOT NULL,
+            result TEXT,
+            created_at REAL NOT NULL,
+            expires_at REAL,
+            history TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        "CREATE INDEX calls_live ON calls (created_at) WHERE done = 0",
+        "CREATE INDEX calls_done ON calls (done)",
+        "CREATE TABLE seen (seq INTEGER PRIMARY KEY, envelope_id TEXT NOT NULL UNIQUE, at REAL NOT NULL)",
+        """CREATE TABLE audit (
+            seq INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            event TEXT NOT NULL,
+            call_id TEXT,
+            device_id TEXT,
+            detail TEXT NOT NULL
+        )""",
+        "CREATE INDEX audit_call ON audit (call_id) WHERE call_id IS NOT NULL",
+    ),
+}
+
+_SAVE_CALL = """
+INSERT INTO calls (call_id, conversation_id, name, state, done, request, result, created_at, expires_at, history,
+                   updated_at)
+VALUES (:call_id, :conversation_id, :name, :state, :done, :request, :result, :created_at, :expires_at, :history,
+        :updated_at)
+ON CONFLICT (call_id) DO UPDATE SET
+    state = excluded.state, done = excluded.done, result = excluded.result, expires_at = excluded.expires_at,
+    history = excluded.history, updated_at = excluded.updated_at
+WHERE calls.done = 0
+"""
+_CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history"
+
+
+def _over(count: int, limit: int) -> bool:
+    """Whether a table of ``count`` rows kept to ``limit`` is due for pruning."""
+    return count > limit + min(PRUNE_SLACK, max(1, limit // 10))
+
+
+class SQLiteStore:
+    """The durable store: one SQLite file (WAL) holding calls, seen envelope ids and the audit log.
+
+    - **Atomic**: every write is one transaction; a SIGKILL leaves the file at the last commit.
+    - **Durable** per ``synchronous``: ``"full"`` syncs every commit to disk (survives power loss),
+      ``"normal"`` (default) survives a crash of the process, ``"off"`` leaves syncing to the OS.
+    - **One owner**: the file is opened in exclusive locking mode, so a second agent on the same
+      file gets :class:`~lineup_plugin.errors.StoreBusyError` instead of closing the first one's calls.
+    - **One thread**: the connection is made with ``check_same_thread=True``; open the store on the
+      thread whose event loop runs the hub and use it only there (another thread gets a StoreError).
+    - **Bounded**: seen ids, ended calls and audit records beyond their limits are pruned, oldest first.
+    - **No secrets**: tokens are never written (``DeviceHello`` is not stored); any string in
+      ``secrets`` that shows up in an audit detail is written as ``[redacted]``.
+
+    A file of a newer schema, a file that is not a LineUp store or not a database at all raises
+    :class:`~lineup_plugin.errors.StoreError` naming the file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "normal",
+        seen_limit: int = SEEN_LIMIT,
+        ended_limit: int = ENDED_LIMIT,
+        audit_limit: int = AUDIT_LIMIT,
+        secrets: Iterable[str | None] = (),
+        busy_timeout: float = 0.5,
+    ) -> None:
+        self.path = Path(path)
+        self.seen_limit = seen_limit
+        self.ended_limit = ended_limit
+        self.audit_limit = audit_limit
+        self._secrets = [s for s in secrets if s]
+        self._thread = threading.get_ident()
+        self._counts = {"seen": 0, "audit": 0, "ended": 0}
+        self._db = self._open(synchronous, busy_timeout)
+
+    # ------------------------------------------------------------------------------ opening
+
+    def _open(self, synchronous: Synchronous, busy_timeout: float) -> sqlite3.Connection:
+        where = str(self.path)
+        if where != ":memory:":
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                with contextlib.suppress(FileExistsError):  # created private to the user
+                    os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except OSError as exc:
+                raise StoreError(f"cannot create the store {where}: {exc.strerror or exc}") from exc
+        try:
+            db = sqlite3.connect(where, timeout=busy_timeout, isolation_level=None, check_same_thread=True)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store {where}: {exc}") from exc
+        try:
+            db.execute("PRAGMA locking_mode = EXCLUSIVE")
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if where != ":memory:" and mode != "wal":
+                raise StoreError(f"the store {where} cannot use write-ahead logging (journal mode {mode})")
+            db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            with self._transaction(db):
+                self._migrate(db)
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreBusyError(f"the store {where} is in use by another agent process") from exc
+            raise StoreError(f"cannot open the store {where}: {exc}") from exc
+        except sqlite3.Error as exc:
+            db.close()
+            raise StoreError(f"the store {where} is unreadable: {exc}") from exc
+        except StoreError:
+            db.close()
+            raise
+        for table in ("seen", "audit"):
+            self._counts[table] = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        self._counts["ended"] = db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0]
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store {self.path} has schema version {version}, newer than this lineup-plugin reads "
+                f"({SCHEMA_VERSION}); upgrade lineup-plugin or point store_path elsewhere"
+            )
+        if app_id not in (0, APPLICATION_ID) or (
+            app_id == 0 and db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+        ):
+            raise StoreError(f"{self.path} is not a lineup store; point store_path elsewhere")
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[target]:
+                db.execute(statement)
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[sqlite3.Connection]:
+        """Translate sqlite3 failures into StoreError naming ``what`` was being done."""
+        try:
+            yield self._db
+        except sqlite3.ProgrammingError as exc:
+            if threading.get_ident() != self._thread:
+                raise StoreError(f"the store was used from another thread while {what}; use it on one thread") from exc
+            raise StoreError(f"store failure while {what}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"store failure while {what}: {exc}") from exc
+
+    # ------------------------------------------------------------------------------- calls
+
+    def save_call(self, call: Call) -> None:
+        """Insert or update ``call`` in one transaction; a call that already ended is never changed."""
+        row = {
+            "call_id": call.call_id,
+            "conversation_id": call.conversation_id,
+            "name": call.request.name,
+            "state": str(call.state),
+            "done": int(call.done),
+            "request": call.request.model_dump_json(exclude_none=True),
+            "result": call.result.model_dump_json(exclude_none=True) if call.result is not None else None,
+            "created_at": call.created_at,
+            "expires_at": call.expires_at,
+            "history": json.dumps([[str(state), at] for state, at in call.history]),
+            "updated_at": time.time(),
+        }
+        with self._guard("saving a call") as db:
+            changed = db.execute(_SAVE_CALL, row).rowcount
+            if changed and call.done:
+                self._counts["ended"] += 1
+                if _over(self._counts["ended"], self.ended_limit):
+                    self._prune_ended(db)
+        if not changed:
+            log.debug("call %s already ended in the store; save ignored", call.call_id)
+
+    def _prune_ended(self, db: sqlite3.Connection) -> None:
+        excess = self._counts["ended"] - self.ended_limit
+        db.execute(
+            "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)",
+            (excess,),
+        )
+        self._counts["ended"] = db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0]
+
+    def get_call(self, call_id: str) -> Call | None:
+        """The call with ``call_id``, live or ended, if the store still knows it."""
+        with self._guard("reading a call") as db:
+            row = db.execute(f"SELECT {_CALL_COLUMNS} FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+        return None if row is None else self._call(row)
+
+    def pending_calls(self) -> list[Call]:
+        """Every call that has not reached a terminal status, oldest first."""
+        with self._guard("reading pending calls") as db:
+            rows = db.execute(f"SELECT {_CALL_COLUMNS} FROM calls WHERE done = 0 ORDER BY created_at").fetchall()
+        return [self._call(row) for row in rows]
+
+    def _call(self, row: tuple[Any, ...]) -> Call:
+        request, conversation_id, state, created_at, expires_at, result, history = row
+        try:
+            return Call(
+                request=ToolCall.model_validate_json(request),
+                conversation_id=conversation_id,
+                state=CallState(state),
+                created_at=created_at,
+                expires_at=expires_at,
+                result=ToolResult.model_validate_json(result) if result is not None else None,
+                history=[(CallState(s), at) for s, at in json.loads(history)],
+            )
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise StoreError(f"the store {self.path} holds an unreadable call: {exc}") from exc
+
+    # -------------------------------------------------------------------------- dedupe, audit
+
+    def first_seen(self, envelope_id: str) -> bool:
+        """Record ``envelope_id``; True the first time, False for a repeat (also after a restart)."""
+        with self._guard("recording an envelope id") as db:
+            fresh = db.execute(
+                "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)", (envelope_id, time.time())
+            ).rowcount
+            if fresh:
+                self._counts["seen"] += 1
+                if _over(self._counts["seen"], self.seen_limit):
+                    self._prune(db, "seen", self.seen_limit)
+        return bool(fresh)
+
+    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
+        """Append one audit record (secrets in ``detail`` are redacted)."""
+        for secret in self._secrets:
+            detail = detail.replace(secret, "[redacted]")
+        with self._guard("writing the audit log") as db:
+            db.execute(
+                "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)",
+                (time.time(), event, call_id, device_id, detail),
+            )
+            self._counts["audit"] += 1
+            if _over(self._counts["audit"], self.audit_limit):
+                self._prune(db, "audit", self.audit_limit)
+
+    def _prune(self, db: sqlite3.Connection, table: str, keep: int) -> None:
+        db.execute(f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?", (keep,))
+        self._counts[table] = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    @property
+    def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
+        """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
+        with self._guard("reading the audit log") as db:
+            return db.execute("SELECT event, call_id, device_id, detail FROM audit ORDER BY seq").fetchall()
+
+    def close(self) -> None:
+        """Commit nothing further and close the file (idempotent)."""
+        with self._guard("closing"):
+            self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_store(settings: Settings) -> Store:
+    """The store ``settings`` ask for: SQLite at ``settings.database`` (default) or memory.
+
+    Call it on the thread that runs the hub's event loop.
+    """
+    if settings.store == "memory":
+        return MemoryStore()
+    return SQLiteStore(settings.database, synchronous=settings.fsync, secrets=[settings.token])

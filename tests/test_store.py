@@ -1,0 +1,247 @@
+"""The stores: SQLiteStore keeps calls, seen ids and the audit log across reopening; both stores agree."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin.config import Settings
+from lineup_plugin.errors import StoreBusyError, StoreError
+from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
+from lineup_plugin.protocol.messages import ToolCall, ToolResult
+from lineup_plugin.store import SCHEMA_VERSION, MemoryStore, SQLiteStore, Store, open_store
+
+
+def make_call(call_id: str = "c1", *, created_at: float | None = None, expires_in: float = 60.0) -> Call:
+    now = time.time() if created_at is None else created_at
+    request = ToolCall(
+        call_id=call_id,
+        name="choice",
+        arguments={"question": "Deploy where?", "options": ["staging", "预发布"]},
+        expires_at=format_timestamp(now + expires_in),
+    )
+    return Call(request=request, conversation_id="conv", created_at=now)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "lineup.sqlite3"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.sqlite3")
+    yield made
+    made.close()
+
+
+# --------------------------------------------------------------------- the Store protocol, both stores
+
+
+def test_a_saved_call_reads_back_equal(store: Store) -> None:
+    call = make_call()
+    call.advance(CallState.DELIVERED)
+    store.save_call(call)
+    again = store.get_call("c1")
+    assert again is not None
+    assert (again.request, again.state, again.created_at, again.expires_at, again.history) == (
+        call.request,
+        call.state,
+        call.created_at,
+        call.expires_at,
+        call.history,
+    )
+
+
+def test_pending_calls_are_the_live_ones_oldest_first(store: Store) -> None:
+    for call_id, created in (("late", 20.0), ("early", 10.0), ("ended", 5.0)):
+        store.save_call(make_call(call_id, created_at=time.time() + created))
+    ended = make_call("ended")
+    ended.end("cancelled", "stop")
+    store.save_call(ended)
+    assert [c.call_id for c in store.pending_calls()] == ["early", "late"]
+
+
+def test_an_ended_call_keeps_its_result(store: Store) -> None:
+    call = make_call()
+    store.save_call(call)
+    call.finish(ToolResult(call_id="c1", result={"selected": "预发布", "index": 1}))
+    store.save_call(call)
+    again = store.get_call("c1")
+    assert again is not None and again.done
+    assert again.result == ToolResult(call_id="c1", name="choice", result={"selected": "预发布", "index": 1})
+
+
+def test_first_seen_is_true_once(store: Store) -> None:
+    assert store.first_seen("msg_1")
+    assert not store.first_seen("msg_1")
+    assert store.first_seen("msg_2")
+
+
+def test_unknown_call_is_none(store: Store) -> None:
+    assert store.get_call("nope") is None
+
+
+# ------------------------------------------------------------------------------------ SQLite only
+
+
+def test_everything_survives_reopening(db_path: Path) -> None:
+    with SQLiteStore(db_path) as first:
+        live, ended = make_call("live"), make_call("ended")
+        ended.end("expired", "no answer before the deadline")
+        first.save_call(live)
+        first.save_call(ended)
+        first.first_seen("msg_1")
+        first.audit("call.created", call_id="live", device_id="phone", detail="choice")
+    with SQLiteStore(db_path) as second:
+        assert [c.call_id for c in second.pending_calls()] == ["live"]
+        assert second.get_call("ended") is not None
+        assert second.get_call("ended").state is CallState.EXPIRED  # type: ignore[union-attr]
+        assert not second.first_seen("msg_1")
+        assert second.audit_log == [("call.created", "live", "phone", "choice")]
+
+
+def test_a_stale_live_save_never_reopens_an_ended_call(db_path: Path) -> None:
+    with SQLiteStore(db_path) as store:
+        stale = make_call()
+        ended = make_call()
+        ended.end("cancelled", "stopped")
+        store.save_call(ended)
+        store.save_call(stale)
+        saved = store.get_call("c1")
+        assert saved is not None and saved.state is CallState.CANCELLED
+        assert store.pending_calls() == []
+
+
+def test_seen_ids_are_bounded_and_the_oldest_go_first(db_path: Path) -> None:
+    with SQLiteStore(db_path, seen_limit=10) as store:
+        for n in range(30):
+            assert store.first_seen(f"msg_{n}")
+        assert not store.first_seen("msg_29")  # recent ids are remembered
+        assert store.first_seen("msg_0")  # the oldest were pruned
+        count = store._db.execute("SELECT count(*) FROM seen").fetchone()[0]
+        assert count <= 10 + 1 + 1
+
+
+def test_ended_calls_are_bounded_and_live_calls_never_pruned(db_path: Path) -> None:
+    with SQLiteStore(db_path, ended_limit=10) as store:
+        store.save_call(make_call("live"))
+        for n in range(40):
+            call = make_call(f"c{n}")
+            call.end("completed", "ok")
+            store.save_call(call)
+        assert store.get_call("live") is not None
+        assert store.get_call("c39") is not None
+        assert store.get_call("c0") is None
+        assert store._db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0] <= 10 + 1
+
+
+def test_audit_log_is_bounded(db_path: Path) -> None:
+    with SQLiteStore(db_path, audit_limit=20) as store:
+        for n in range(100):
+            store.audit("text.in", detail=str(n))
+        log = store.audit_log
+        assert len(log) <= 20 + 2
+        assert log[-1] == ("text.in", None, None, "99")
+
+
+def test_secrets_in_audit_details_are_redacted(db_path: Path) -> None:
+    secret = "s3cret-token-0123456789"
+    with SQLiteStore(db_path, secrets=[secret, None]) as store:
+        store.audit("auth.refused", device_id="phone", detail=f"token {secret} was wrong")
+        assert store.audit_log == [("auth.refused", None, "phone", "token [redacted] was wrong")]
+    assert secret.encode() not in b"".join(p.read_bytes() for p in db_path.parent.iterdir())
+
+
+def test_the_file_is_private_to_the_user(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(("fsync", "level"), [("full", 2), ("normal", 1), ("off", 0)])
+def test_fsync_setting_sets_synchronous(tmp_path: Path, fsync: str, level: int) -> None:
+    store = open_store(Settings(data_dir=tmp_path, fsync=fsync))  # type: ignore[arg-type]
+    assert isinstance(store, SQLiteStore)
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == level
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
+def test_open_store_puts_the_file_in_the_data_directory(tmp_path: Path) -> None:
+    store = open_store(Settings(data_dir=tmp_path / "agent"))
+    assert isinstance(store, SQLiteStore)
+    assert store.path == tmp_path / "agent" / "lineup.sqlite3"
+    store.close()
+    assert (tmp_path / "agent" / "lineup.sqlite3").exists()
+
+
+def test_open_store_honours_store_path_and_memory(tmp_path: Path) -> None:
+    store = open_store(Settings(data_dir=tmp_path, store_path=tmp_path / "elsewhere.db"))
+    assert isinstance(store, SQLiteStore) and store.path == tmp_path / "elsewhere.db"
+    store.close()
+    assert isinstance(open_store(Settings(data_dir=tmp_path, store="memory")), MemoryStore)
+
+
+def test_a_second_agent_on_the_same_file_is_refused(db_path: Path) -> None:
+    with SQLiteStore(db_path), pytest.raises(StoreBusyError, match="in use by another agent process"):
+        SQLiteStore(db_path, busy_timeout=0.01)
+    SQLiteStore(db_path).close()  # free again once the first closed
+
+
+def test_a_newer_schema_is_refused(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    with closing(sqlite3.connect(db_path)) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer than this lineup-plugin"):
+        SQLiteStore(db_path)
+
+
+def test_a_file_that_is_not_a_database_is_refused(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"this is not sqlite\n" * 200)
+    with pytest.raises(StoreError, match="is unreadable: file is not a database"):
+        SQLiteStore(db_path)
+
+
+def test_a_foreign_sqlite_file_is_refused(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(db_path)) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    with pytest.raises(StoreError, match="is not a lineup store"):
+        SQLiteStore(db_path)
+
+
+def test_an_uncreatable_path_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="cannot create the store"):
+        SQLiteStore(tmp_path / "file" / "lineup.sqlite3")
+
+
+def test_use_from_another_thread_is_refused(db_path: Path) -> None:
+    errors: list[BaseException] = []
+    with SQLiteStore(db_path) as store:
+
+        def other() -> None:
+            try:
+                store.first_seen("msg")
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+    assert len(errors) == 1 and isinstance(errors[0], StoreError)
+    assert "another thread" in str(errors[0])
+
+
+def test_close_is_idempotent(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.close()
+    store.close()
