@@ -80,6 +80,14 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     )
 
 
+def closed_reason(call: Call | None) -> str:
+    """Why a card the App still shows is closed: how its call ended (and the recorded message)."""
+    if call is None:
+        return "the agent no longer knows this call"
+    message = call.result.result.get("message") if call.result is not None else None
+    return f"this call already ended ({call.state})" + (f": {message}" if isinstance(message, str) else "")
+
+
 class Hub:
     """Routes calls, results, text and status between one agent and its user's devices."""
 
@@ -140,9 +148,7 @@ class Hub:
         for call_id in hello.open_calls if hello else ():
             if call_id in self._live:
                 continue
-            ended = self.store.get_call(call_id)
-            reason = f"this call already ended ({ended.state})" if ended else "the agent no longer knows this call"
-            await self._send(peer, ToolCancel(call_id=call_id, reason=reason))
+            await self._send(peer, ToolCancel(call_id=call_id, reason=closed_reason(self.store.get_call(call_id))))
 
     async def detach(self, peer: Peer) -> None:
         """A device disconnected; its calls stay live until answered elsewhere or expired."""
@@ -274,9 +280,16 @@ class Hub:
         target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
         return codec.envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
 
+    def encode(self, payload: Payload, device_id: str | None = None) -> str:
+        """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user).
+
+        For a transport that must answer a connection the hub does not know yet (e.g. a refused hello).
+        """
+        return codec.encode(self._envelope(payload, device_id))
+
     async def _send(self, peer: Peer, payload: Payload) -> bool:
         try:
-            await peer.send(codec.encode(self._envelope(payload, peer.device_id)))
+            await peer.send(self.encode(payload, peer.device_id))
         except Exception as exc:  # a dead peer must not stop the others
             log.info("send to %s failed: %s", peer.device_id, exc)
             return False
