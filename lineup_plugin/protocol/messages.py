@@ -22,14 +22,14 @@ kind               direction        purpose
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
 from .base import WireModel
 from .tools import ToolDefinition
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 TYPE_PREFIX = "lineup.v1."
 
 CallStatus = Literal["completed", "rejected", "cancelled", "expired", "unsupported", "failed"]
