@@ -1,0 +1,194 @@
+"""Nothing lost: reconnects re-deliver, duplicates apply once, late answers are refused, restarts recover.
+
+Each test runs on both stores (memory and real SQLite); the restart tests reopen the same SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin.hub import Hub
+from lineup_plugin.plugins import load_registry
+from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
+from lineup_plugin.protocol.messages import Error, ToolCall, ToolCancel, ToolResult
+from lineup_plugin.store import MemoryStore, SQLiteStore, Store
+from lineup_plugin.transports.memory import MemoryApp
+
+CHOICE = {"question": "Deploy where?", "options": ["staging", "预发布"]}
+ANSWER = {"selected": "预发布", "index": 1}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "lineup.sqlite3")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+async def hub(store: Store) -> AsyncIterator[Hub]:
+    made = Hub(load_registry(load_entrypoints=False), store=store)
+    yield made
+    await made.cancel_all("test over")
+
+
+async def start_call(hub: Hub, app: MemoryApp, **options: float) -> tuple[asyncio.Task[ToolResult], str]:
+    """Start a choice call and wait until ``app`` received it."""
+    task = asyncio.create_task(hub.call("choice", CHOICE, **options))  # type: ignore[arg-type]
+    delivered = await app.next("tool.call")
+    assert isinstance(delivered.payload, ToolCall)
+    return task, delivered.payload.call_id
+
+
+async def test_a_reconnecting_device_gets_its_pending_calls_again(hub: Hub) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app)
+    await app.disconnect()
+
+    again = MemoryApp(hub, "phone")
+    await again.connect(open_calls=[call_id])
+    redelivered = await again.next("tool.call")
+    assert isinstance(redelivered.payload, ToolCall) and redelivered.payload.call_id == call_id
+    await again.send_payload(ToolResult(call_id=call_id, result=ANSWER))
+    assert (await task).result == ANSWER
+
+
+async def test_a_result_sent_twice_is_applied_once(hub: Hub, store: Store) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app)
+    envelope_id = await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))
+    await app.send_payload(ToolResult(call_id=call_id, result=ANSWER), id=envelope_id)  # the same envelope again
+    await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))  # the same answer, a new envelope
+
+    assert (await task).result == ANSWER
+    assert app.inbox.empty(), "a repeated identical answer is not an error"
+    events = [event for event, cid, *_ in store.audit_log if cid == call_id or event == "duplicate.envelope"]  # type: ignore[attr-defined]
+    assert events.count("call.completed") == 1
+    assert "duplicate.envelope" in events
+
+
+async def test_a_different_second_answer_is_refused(hub: Hub) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app)
+    await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))
+    await app.send_payload(ToolResult(call_id=call_id, result={"selected": "staging", "index": 0}))
+
+    error = (await app.next("error")).payload
+    assert isinstance(error, Error) and error.code == "call_closed" and error.call_id == call_id
+    assert "already ended as completed; this answer was not applied" in error.message
+    assert (await task).result == ANSWER
+
+
+async def test_a_result_after_expiry_is_refused_with_the_reason(hub: Hub, store: Store) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app, deadline=0.05)
+    assert (await task).status == "expired"
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == "expired: no answer before the deadline"
+
+    await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))
+    error = (await app.next("error")).payload
+    assert isinstance(error, Error) and error.code == "call_closed"
+    assert error.message == f"call {call_id!r} already ended as expired; this answer was not applied"
+    saved = store.get_call(call_id)
+    assert saved is not None and saved.state is CallState.EXPIRED
+
+
+async def test_a_result_after_cancel_is_refused_with_the_reason(hub: Hub, store: Store) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app)
+    assert await hub.cancel(call_id, "the user changed the subject")
+    assert (await task).status == "cancelled"
+
+    await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))
+    error = (await app.next("error")).payload
+    assert isinstance(error, Error) and error.code == "call_closed"
+    assert "already ended as cancelled" in error.message
+    saved = store.get_call(call_id)
+    assert saved is not None and saved.result is not None and saved.result.status == "cancelled"
+
+
+async def test_an_interrupted_wait_cancels_the_call_on_the_device(hub: Hub, store: Store) -> None:
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    task, call_id = await start_call(hub, app)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == "the agent was interrupted"
+    saved = store.get_call(call_id)
+    assert saved is not None and saved.state is CallState.CANCELLED
+
+
+# ------------------------------------------------------------------------------------- restarts
+
+
+def pending_call(call_id: str, *, expires_in: float) -> Call:
+    """A call as a killed agent left it: delivered to the App and waiting."""
+    request = ToolCall(
+        call_id=call_id, name="choice", arguments=CHOICE, expires_at=format_timestamp(time.time() + expires_in)
+    )
+    call = Call(request=request, conversation_id="default")
+    call.advance(CallState.DELIVERED)
+    return call
+
+
+async def test_a_restart_closes_pending_calls_and_tells_the_app_why(tmp_path: Path) -> None:
+    path = tmp_path / "lineup.sqlite3"
+    with SQLiteStore(path) as before:
+        before.save_call(pending_call("waiting", expires_in=600))
+        before.save_call(pending_call("overdue", expires_in=-1))
+
+    with SQLiteStore(path) as after:
+        hub = Hub(load_registry(load_entrypoints=False), store=after)
+        recovered = hub.recover()
+        assert sorted(c.call_id for c in recovered) == ["overdue", "waiting"]
+        assert after.pending_calls() == []
+        assert after.get_call("waiting").state is CallState.CANCELLED  # type: ignore[union-attr]
+        assert after.get_call("overdue").state is CallState.EXPIRED  # type: ignore[union-attr]
+
+        app = MemoryApp(hub, "phone")
+        await app.connect(open_calls=["waiting", "overdue", "never-heard-of"])
+        reasons = {}
+        for _ in range(3):
+            cancel = (await app.next("tool.cancel")).payload
+            assert isinstance(cancel, ToolCancel)
+            reasons[cancel.call_id] = cancel.reason
+        assert reasons == {
+            "waiting": "this call already ended (cancelled): the agent restarted before an answer arrived; ask again",
+            "overdue": "this call already ended (expired): no answer before the deadline",
+            "never-heard-of": "the agent no longer knows this call",
+        }
+
+        await app.send_payload(ToolResult(call_id="waiting", result=ANSWER))
+        error = (await app.next("error")).payload
+        assert isinstance(error, Error) and error.code == "call_closed"
+        assert after.get_call("waiting").state is CallState.CANCELLED  # type: ignore[union-attr]
+
+
+async def test_envelope_ids_seen_before_a_restart_are_still_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "lineup.sqlite3"
+    with SQLiteStore(path) as before:
+        hub = Hub(load_registry(load_entrypoints=False), store=before)
+        app = MemoryApp(hub, "phone")
+        await app.connect()
+        envelope_id = await app.send_payload(ToolResult(call_id="c1", result=ANSWER))
+        assert (await app.next("error")).payload.code == "unknown_call"  # type: ignore[union-attr]
+
+    with SQLiteStore(path) as after:
+        hub = Hub(load_registry(load_entrypoints=False), store=after)
+        app = MemoryApp(hub, "phone")
+        await app.connect()
+        await app.send_payload(ToolResult(call_id="c1", result=ANSWER), id=envelope_id)
+        assert ("duplicate.envelope", None, "phone", envelope_id) in after.audit_log
