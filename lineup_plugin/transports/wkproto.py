@@ -619,14 +619,15 @@ def _packet_type(header: int) -> PacketType:
     try:
         return PacketType(header >> 4)
     except ValueError:
-        raise RelayProtocolError(f"unknown frame type {header >> 4} (header byte {header:#04x})")
+        raise RelayProtocolError(f"unknown frame type {header >> 4} (header byte {header:#04x})") from None
 
 
 class FrameParser:
     """Incremental frame splitter and decoder for a byte stream (TCP) or messages (WebSocket).
 
-    ``feed`` bytes, get back every complete packet; a partial frame stays buffered. Set
-    ``version`` once CONNACK has fixed the protocol version.
+    ``feed`` bytes, get back every complete packet; a partial frame stays buffered. ``version``
+    starts as the version we speak and is negotiated down by the handshake itself: a CONNECT
+    (seen by a server) or a CONNACK carrying a server version lowers it for the frames after it.
     """
 
     def __init__(self, version: int = LATEST_VERSION) -> None:
@@ -657,7 +658,12 @@ class FrameParser:
                 break
             header, body = self._buf[0], bytes(self._buf[1 + used : end])
             del self._buf[:end]
-            packets.append(_decode_body(packet_type, header & 0x0F, body, self.version))
+            packet = _decode_body(packet_type, header & 0x0F, body, self.version)
+            if isinstance(packet, ConnectPacket):
+                self.version = min(self.version, packet.version)
+            elif isinstance(packet, ConnackPacket) and packet.server_version is not None:
+                self.version = min(self.version, packet.server_version)
+            packets.append(packet)
         return packets
 
 

@@ -1,0 +1,272 @@
+"""The relay transport: LineUp over WuKongIM, for Apps that cannot reach the agent directly.
+
+The plugin logs in to a WuKongIM server as the agent's uid and talks to the App user's uid on
+their person channel. On the wire (the message payload, before WuKongIM encrypts it):
+
+* a LineUp envelope travels as a custom content type (9527 unless configured), the way the
+  official SDKs register custom content: ``{"type": 9527, "envelope": {...the envelope...}}``;
+* plain text from the App user, ``{"type": 1, "content": "..."}``, becomes a user message
+  (a ``text`` envelope handed to the hub);
+* anything else, and anything from another uid, is ignored.
+
+The App user appears to the hub as one :class:`RelayPeer` (``device_id`` ``wukongim:<uid>``),
+attached once the agent is connected to WuKongIM and kept across reconnections (the IM stores and
+forwards; a send waits for the connection to come back). It is attached again, which re-sends the
+live calls, when the App sends ``device.hello`` (with its ``open_calls``) and after a reconnection
+that followed a failed send. IM re-deliveries (same message id, clientMsgNo or envelope id) are
+dropped before they reach the hub.
+
+HTTP API use: ``GET /route`` finds the WebSocket address unless ``ws_url`` is set, and with a
+``manager_token`` the relay registers the agent's token itself with ``POST /user/token``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from lineup_plugin.errors import ProtocolError, RelayAuthError, RelayError
+from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.messages import Actor, DeviceHello, Text
+from lineup_plugin.transports.wkproto import ChannelType, DeviceFlag
+from lineup_plugin.transports.wukongim import ClientOptions, Message, Timers, WuKongIMClient
+
+if TYPE_CHECKING:
+    from lineup_plugin.config import WuKongIMSettings
+    from lineup_plugin.hub import Hub
+
+log = logging.getLogger(__name__)
+
+TEXT_CONTENT_TYPE = 1
+"""WuKongIM's built-in text content: ``{"type": 1, "content": "..."}``."""
+DEDUPE_WINDOW = 4096
+
+
+def wrap_envelope(text: str, content_type: int) -> bytes:
+    """The message payload carrying one encoded envelope (``text`` is JSON from ``codec.encode``)."""
+    return f'{{"type":{content_type},"envelope":{text}}}'.encode()
+
+
+class WuKongIMApi:
+    """The few calls of WuKongIM's HTTP API the relay needs."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise RelayError(f"wukongim api {method} {path} failed: {exc}") from None
+        if response.status_code == 401:
+            raise RelayAuthError(f"wukongim api {method} {path} refused the manager token (401)")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code != 200:
+            detail = body.get("msg") if isinstance(body, dict) else response.text[:200]
+            raise RelayError(f"wukongim api {method} {path} failed with {response.status_code}: {detail}")
+        return body
+
+    async def route(self, uid: str, *, secure: bool) -> str:
+        """The address to connect to for ``uid``: wss, ws or tcp, in that order of preference."""
+        body = await self._call("GET", "/route", params={"uid": uid})
+        if not isinstance(body, dict):
+            raise RelayError("wukongim api GET /route answered something other than an object")
+        for key in ("wss_addr", "ws_addr") if secure else ("ws_addr", "wss_addr"):
+            if body.get(key):
+                return str(body[key])
+        if body.get("tcp_addr"):
+            return f"tcp://{body['tcp_addr']}"
+        raise RelayError("wukongim api GET /route returned no address")
+
+    async def set_token(self, uid: str, token: str, device_flag: int) -> None:
+        """Register ``token`` for (``uid``, ``device_flag``) as a slave device (kicks nobody)."""
+        body = await self._call(
+            "POST", "/user/token", json={"uid": uid, "token": token, "device_flag": device_flag, "device_level": 0}
+        )
+        status = body.get("status") if isinstance(body, dict) else None
+        if status not in (None, 200):  # a banned uid answers {"status": 19}
+            raise RelayAuthError(f"wukongim refused to set the token of {uid!r}: status {status}")
+
+
+class RelayPeer:
+    """The App user on the person channel, as the hub sees it."""
+
+    def __init__(self, relay: Relay, uid: str) -> None:
+        self.relay = relay
+        self.uid = uid
+        self.device_id = f"wukongim:{uid}"
+
+    async def send(self, text: str) -> None:
+        """Send one encoded envelope to the App user; raises RelayError if WuKongIM refuses it."""
+        await self.relay.send_envelope(self.uid, text)
+
+    async def close(self, reason: str) -> None:
+        """Stop routing to this user until it speaks again (an IM channel has nothing to close)."""
+        log.info("closing relay peer %s: %s", self.device_id, reason)
+        await self.relay.detach(self)
+
+
+class _Seen:
+    """A bounded set of recently seen keys."""
+
+    def __init__(self, size: int = DEDUPE_WINDOW) -> None:
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._size = size
+
+    def add(self, *keys: Hashable) -> bool:
+        """Record ``keys``; return False if any of them was seen before."""
+        fresh = not any(key in self._keys for key in keys)
+        for key in keys:
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+        while len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return fresh
+
+
+class Relay:
+    """Bridges the hub and the App user over WuKongIM. ``await run()``; ``await close()`` to stop."""
+
+    def __init__(self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None) -> None:
+        self.settings = settings
+        self.hub = hub
+        self.peer = RelayPeer(self, settings.app_uid)
+        self.connected = asyncio.Event()
+        token = settings.token or (secrets.token_urlsafe(24) if settings.manager_token else "")
+        self.options = ClientOptions(
+            uid=settings.uid,
+            token=token,
+            device_flag=DeviceFlag(settings.device_flag),
+            protocol_version=settings.protocol_version,
+            timers=timers or Timers(),
+        )
+        headers = {"token": settings.manager_token} if settings.manager_token else {}
+        self._http = httpx.AsyncClient(
+            base_url=settings.api_url, headers=headers, timeout=self.options.timers.send_timeout
+        )
+        self._api = WuKongIMApi(self._http)
+        self._token_registered = False
+        self._attached = False
+        self._missed = False
+        self._seen = _Seen()
+        self.client = WuKongIMClient(self.options, self._address, self._on_message, on_state=self._on_state)
+
+    async def run(self) -> None:
+        """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
+        try:
+            await self.client.run()
+        finally:
+            await self.detach(self.peer)
+            await self._http.aclose()
+
+    async def close(self) -> None:
+        """Disconnect; :meth:`run` returns."""
+        await self.client.close()
+
+    async def send_envelope(self, uid: str, text: str) -> None:
+        """Send one encoded envelope to ``uid`` as LineUp custom content."""
+        try:
+            await self.client.send(uid, ChannelType.PERSON, wrap_envelope(text, self.settings.content_type))
+        except RelayError:
+            self._missed = True  # re-sync the App (live calls re-sent) once we are back
+            raise
+
+    # -- connection state ----------------------------------------------------------------------
+
+    async def _address(self) -> str:
+        if self.settings.manager_token and not self._token_registered:
+            await self._api.set_token(self.options.uid, self.options.token, self.options.device_flag)
+            self._token_registered = True
+        if self.settings.ws_url:
+            return self.settings.ws_url
+        return await self._api.route(self.options.uid, secure=self.settings.api_url.startswith("https:"))
+
+    async def _on_state(self, up: bool) -> None:
+        if not up:
+            self.connected.clear()
+            return
+        self.connected.set()
+        resync, self._missed = self._missed, False
+        await self.attach(resync=resync)
+
+    async def attach(self, hello: DeviceHello | None = None, *, resync: bool = False) -> None:
+        """Attach the App user's peer to the hub; attach it again if ``hello`` or ``resync`` says so."""
+        if self._attached:
+            if hello is None and not resync:
+                return
+            await self.hub.detach(self.peer)
+        self._attached = True
+        await self.hub.attach(self.peer, hello)
+
+    async def detach(self, peer: RelayPeer) -> None:
+        """Detach the App user's peer from the hub, if attached."""
+        if self._attached:
+            self._attached = False
+            await self.hub.detach(peer)
+
+    # -- incoming --------------------------------------------------------------------------------
+
+    async def _on_message(self, message: Message) -> None:
+        if message.channel_type != ChannelType.PERSON or message.from_uid != self.settings.app_uid:
+            log.info("ignoring wukongim message %d from %r", message.message_id, message.from_uid)
+            return
+        if not self._seen.add(("id", message.message_id), ("no", message.client_msg_no)):
+            log.debug("dropping re-delivered wukongim message %d", message.message_id)
+            return
+        try:
+            content = json.loads(message.payload)
+        except ValueError:
+            log.warning("ignoring wukongim message %d: payload is not json", message.message_id)
+            return
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == self.settings.content_type:
+            await self._on_envelope(content.get("envelope"), message)
+        elif kind == TEXT_CONTENT_TYPE and isinstance(content.get("content"), str):
+            await self._on_text(content["content"], message)
+        else:
+            log.info("ignoring wukongim message %d of content type %r", message.message_id, kind)
+
+    async def _on_envelope(self, data: Any, message: Message) -> None:
+        if not isinstance(data, dict):
+            log.warning("ignoring wukongim message %d: no envelope object", message.message_id)
+            return
+        envelope_id = data.get("id")
+        if isinstance(envelope_id, str) and not self._seen.add(("envelope", envelope_id)):
+            log.debug("dropping re-delivered envelope %s", envelope_id)
+            return
+        await self.attach()
+        try:
+            envelope = codec.decode_object(data)
+        except ProtocolError:
+            await self.hub.receive(self.peer, json.dumps(data))  # the hub answers with the reason
+            return
+        if isinstance(envelope.payload, DeviceHello):
+            await self.attach(envelope.payload)
+        else:
+            await self.hub.handle(self.peer, envelope)
+
+    async def _on_text(self, text: str, message: Message) -> None:
+        await self.attach()
+        try:
+            payload = Text(text=text)
+        except ValueError as exc:  # pydantic's ValidationError, e.g. a text over the size limit
+            log.warning("ignoring text message %d: %s", message.message_id, exc)
+            return
+        envelope = codec.envelope(
+            payload,
+            sender=Actor(kind="human", id=message.from_uid),
+            target=self.hub.agent,
+            conversation_id=self.hub.conversation_id,
+            id=f"wukongim_{message.message_id}",
+        )
+        await self.hub.handle(self.peer, envelope)

@@ -1,0 +1,604 @@
+"""An asyncio WuKongIM client speaking wkproto over WebSocket (``ws://``, ``wss://``) or TCP.
+
+:class:`Session` is one authenticated connection: CONNECT with an X25519 key exchange, then
+encrypted SEND/SENDACK (correlated by ``clientSeq``), RECV answered by RECVACK, and a PING/PONG
+heartbeat. :class:`WuKongIMClient` keeps a session alive, reconnecting with exponential backoff,
+and hands every received message to a callback before acknowledging it.
+
+Failures surface as :class:`~lineup_plugin.errors.RelayError` and its subclasses; socket and
+websockets exceptions never leak out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from lineup_plugin.errors import (
+    ConfigError,
+    RelayAuthError,
+    RelayError,
+    RelayProtocolError,
+    RelayTimeoutError,
+)
+from lineup_plugin.transports import wkproto
+from lineup_plugin.transports.wkproto import (
+    ConnackPacket,
+    ConnectPacket,
+    DeviceFlag,
+    DisconnectPacket,
+    Flags,
+    FrameParser,
+    Packet,
+    PingPacket,
+    PongPacket,
+    ReasonCode,
+    RecvackPacket,
+    RecvPacket,
+    SendackPacket,
+    SendPacket,
+    SessionCipher,
+)
+
+log = logging.getLogger(__name__)
+
+_AUTH_REASONS = {ReasonCode.AUTH_FAIL, ReasonCode.QUERY_TOKEN_ERROR, ReasonCode.BAN}
+_ACK_FLAGS = Flags.NO_PERSIST | Flags.RED_DOT | Flags.SYNC_ONCE
+_WS_LIMIT = wkproto.MAX_REMAINING_LENGTH + 5  # header byte + 4 varint bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Timers:
+    """The client's deadlines and intervals, in seconds.
+
+    The server drops a connection idle for 3 minutes, so ``ping_interval`` must stay well below
+    that. Reconnection waits grow from ``reconnect_min`` to ``reconnect_max`` (with jitter).
+    """
+
+    connect_timeout: float = 10.0
+    send_timeout: float = 10.0
+    ping_interval: float = 30.0
+    pong_timeout: float = 10.0
+    reconnect_min: float = 0.5
+    reconnect_max: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """How the agent logs in to WuKongIM (``device_id`` defaults to a fresh random one)."""
+
+    uid: str
+    token: str
+    device_flag: int = DeviceFlag.PC
+    device_id: str = ""
+    protocol_version: int = wkproto.LATEST_VERSION
+    timers: Timers = Timers()
+
+    def __post_init__(self) -> None:
+        if not self.uid:
+            raise ConfigError("wukongim uid: must not be empty")
+        lo, hi = wkproto.OLDEST_VERSION, wkproto.LATEST_VERSION
+        if not lo <= self.protocol_version <= hi:
+            raise ConfigError(f"wukongim protocol_version: must be {lo} to {hi}, got {self.protocol_version}")
+        if not self.device_id:
+            object.__setattr__(self, "device_id", f"lineup{uuid.uuid4().hex}")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A received message with its payload decrypted."""
+
+    message_id: int
+    message_seq: int
+    client_msg_no: str
+    from_uid: str
+    channel_id: str
+    channel_type: int
+    timestamp: int
+    payload: bytes
+    flags: Flags = Flags.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class SendAck:
+    """The server accepted a message: its id, its sequence in the channel, our clientMsgNo."""
+
+    message_id: int
+    message_seq: int
+    client_msg_no: str
+
+
+# ---------------------------------------------------------------------------------------------
+# links: one byte pipe per transport
+
+
+class _Link(Protocol):
+    """A connected byte pipe; ``recv`` returns one chunk and raises EOFError at the end."""
+
+    framed: bool
+
+    async def send(self, data: bytes) -> None: ...
+    async def recv(self) -> bytes: ...
+    async def close(self) -> None: ...
+
+
+class _WebSocketLink:
+    framed = True  # one wkproto frame per WebSocket message
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self._ws = ws
+
+    async def send(self, data: bytes) -> None:
+        await self._ws.send(data)
+
+    async def recv(self) -> bytes:
+        try:
+            data = await self._ws.recv()
+        except ConnectionClosed as exc:
+            raise EOFError(_describe_close(exc)) from None
+        if isinstance(data, str):
+            raise RelayProtocolError("server sent a text frame; wkproto frames are binary")
+        return data
+
+    async def close(self) -> None:
+        await self._ws.close()
+
+
+class _TcpLink:
+    framed = False
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def recv(self) -> bytes:
+        data = await self._reader.read(65536)
+        if not data:
+            raise EOFError("server closed the tcp connection")
+        return data
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+
+
+def _describe_close(exc: ConnectionClosed) -> str:
+    frame = exc.rcvd or exc.sent
+    if frame is None:
+        return "connection lost without a close frame"
+    detail = f" ({frame.reason})" if frame.reason else ""
+    return f"connection closed with code {frame.code}{detail}"
+
+
+async def _open_link(addr: str, timeout: float) -> _Link:
+    """Connect to ``ws://``, ``wss://`` or ``tcp://host:port``; raise RelayError on failure."""
+    scheme = urlsplit(addr).scheme
+    try:
+        async with asyncio.timeout(timeout):
+            if scheme in ("ws", "wss"):
+                ws = await ws_connect(
+                    addr,
+                    max_size=_WS_LIMIT,
+                    compression=None,
+                    ping_interval=None,  # wkproto has its own PING/PONG
+                    close_timeout=2,
+                )
+                return _WebSocketLink(ws)
+            if scheme == "tcp":
+                parts = urlsplit(addr)
+                if parts.hostname is None or parts.port is None:
+                    raise RelayError(f"tcp address needs a host and a port: {addr!r}")
+                reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+                return _TcpLink(reader, writer)
+    except TimeoutError:
+        raise RelayTimeoutError(f"cannot reach wukongim at {addr}: timed out") from None
+    except (OSError, InvalidHandshake, InvalidURI) as exc:
+        raise RelayError(f"cannot reach wukongim at {addr}: {exc}") from None
+    raise RelayError(f"unsupported wukongim address {addr!r}: use ws://, wss:// or tcp://")
+
+
+# ---------------------------------------------------------------------------------------------
+# one session
+
+
+class Session:
+    """One authenticated wkproto connection. Open it with :meth:`open`.
+
+    Received messages come out of :meth:`messages` (an async iterator that ends when the session
+    closes) and must be acknowledged with :meth:`ack`. :attr:`error` says why a closed session
+    ended (``None`` after a local :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        link: _Link,
+        options: ClientOptions,
+        parser: FrameParser,
+        connack: ConnackPacket,
+        cipher: SessionCipher | None,
+        early: list[Packet],
+    ) -> None:
+        self.options = options
+        self.version = parser.version
+        self.node_id = connack.node_id
+        self.time_diff = connack.time_diff
+        self.error: RelayError | None = None
+        self._link = link
+        self._parser = parser
+        self._cipher = cipher
+        self._seq = 0
+        self._pending: dict[int, asyncio.Future[SendackPacket]] = {}
+        self._incoming: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._write_lock = asyncio.Lock()
+        self._pong = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._tasks = [
+            asyncio.create_task(self._read_loop(early), name="wukongim-reader"),
+            asyncio.create_task(self._ping_loop(), name="wukongim-heartbeat"),
+        ]
+
+    @classmethod
+    async def open(cls, addr: str, options: ClientOptions) -> Session:
+        """Connect to ``addr`` and log in; raise RelayAuthError, RelayTimeoutError or RelayError."""
+        link = await _open_link(addr, options.timers.connect_timeout)
+        try:
+            return await cls._handshake(link, addr, options)
+        except BaseException:
+            await link.close()
+            raise
+
+    @classmethod
+    async def _handshake(cls, link: _Link, addr: str, options: ClientOptions) -> Session:
+        private_key = wkproto.generate_private_key()
+        connect = ConnectPacket(
+            version=options.protocol_version,
+            device_flag=options.device_flag,
+            device_id=options.device_id,
+            uid=options.uid,
+            token=options.token,
+            client_timestamp=int(time.time() * 1000),
+            client_key=wkproto.public_key_b64(private_key),
+        )
+        parser = FrameParser(options.protocol_version)
+        who = f"uid {options.uid!r} (device flag {options.device_flag})"
+        try:
+            async with asyncio.timeout(options.timers.connect_timeout):
+                await link.send(wkproto.encode(connect, options.protocol_version))
+                packets: list[Packet] = []
+                while not packets:
+                    packets = _feed(parser, link, await link.recv())
+        except (OSError, ConnectionClosed) as exc:
+            raise RelayError(f"wukongim connection lost during login: {exc}") from None
+        except TimeoutError:
+            raise RelayTimeoutError(
+                f"no CONNACK from {addr} within {options.timers.connect_timeout:g}s for {who}; "
+                "wukongim v2 stays silent when it refuses a token"
+            ) from None
+        except EOFError as exc:
+            raise RelayAuthError(
+                f"wukongim closed the connection before CONNACK ({exc}): the token for {who} "
+                "was probably refused (v2 servers send no CONNACK on a bad token)"
+            ) from None
+        first, rest = packets[0], packets[1:]
+        if isinstance(first, DisconnectPacket):
+            raise _reason_error("wukongim refused the login", first.reason_code, first.reason)
+        if not isinstance(first, ConnackPacket):
+            raise RelayProtocolError(f"expected CONNACK, got {type(first).__name__}")
+        if first.reason_code != ReasonCode.SUCCESS:
+            raise _reason_error(f"wukongim refused the login of {who}", first.reason_code)
+        if parser.version < wkproto.OLDEST_VERSION:
+            raise RelayProtocolError(
+                f"server speaks wkproto version {parser.version}; version {wkproto.OLDEST_VERSION} or later is needed"
+            )
+        cipher = (
+            SessionCipher.from_connack(private_key, first.server_key, first.salt)
+            if first.server_key
+            else None  # the server runs with encryption disabled
+        )
+        session = cls(link, options, parser, first, cipher, rest)
+        log.info("connected to wukongim %s as %s, protocol %d", addr, who, session.version)
+        return session
+
+    # -- sending -------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        channel_id: str,
+        channel_type: int,
+        payload: bytes,
+        *,
+        client_msg_no: str | None = None,
+        flags: Flags = Flags.RED_DOT,
+    ) -> SendAck:
+        """Send one message and wait for its SENDACK; raise RelayError if it is refused."""
+        if self._closed.is_set():
+            raise self.error or RelayError("wukongim session is closed")
+        self._seq = self._seq % 0xFFFFFFFF + 1
+        seq = self._seq
+        client_msg_no = client_msg_no or uuid.uuid4().hex
+        body = self._cipher.encrypt(payload) if self._cipher else payload
+        packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, flags=flags)
+        if self._cipher:
+            key = self._cipher.msg_key(wkproto.send_sign(packet))
+            packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, msg_key=key, flags=flags)
+        future: asyncio.Future[SendackPacket] = asyncio.get_running_loop().create_future()
+        self._pending[seq] = future
+        try:
+            await self._write(packet)
+            async with asyncio.timeout(self.options.timers.send_timeout):
+                ack = await future
+        except TimeoutError:
+            raise RelayTimeoutError(
+                f"no SENDACK for message {client_msg_no} to {channel_id!r} within {self.options.timers.send_timeout:g}s"
+            ) from None
+        finally:
+            self._pending.pop(seq, None)
+        if ack.reason_code != ReasonCode.SUCCESS:
+            raise _reason_error(f"wukongim refused the message to {channel_id!r}", ack.reason_code)
+        return SendAck(ack.message_id, ack.message_seq, client_msg_no)
+
+    async def ack(self, message: Message) -> None:
+        """Send the RECVACK for ``message``, echoing its header flags as the SDKs do."""
+        if not self._closed.is_set():
+            flags = message.flags & _ACK_FLAGS
+            await self._write(RecvackPacket(message.message_id, message.message_seq, flags))
+
+    async def _write(self, packet: Packet) -> None:
+        async with self._write_lock:
+            try:
+                await self._link.send(wkproto.encode(packet, self.version))
+            except (OSError, ConnectionClosed) as exc:
+                error = RelayError(f"wukongim connection lost while sending: {exc}")
+                await self._shutdown(error)
+                raise error from None
+
+    # -- receiving -----------------------------------------------------------------------------
+
+    async def messages(self) -> AsyncIterator[Message]:
+        """Yield received messages until the session closes."""
+        while (message := await self._incoming.get()) is not None:
+            yield message
+
+    async def wait_closed(self) -> RelayError | None:
+        """Wait until the session is closed; return why (``None`` after a local close)."""
+        await self._closed.wait()
+        return self.error
+
+    async def _read_loop(self, early: list[Packet]) -> None:
+        try:
+            packets = early  # frames that arrived in the same chunk as the CONNACK
+            while True:
+                for packet in packets:
+                    self._dispatch(packet)
+                packets = _feed(self._parser, self._link, await self._link.recv())
+        except EOFError as exc:
+            await self._shutdown(RelayError(f"wukongim connection lost: {exc}"))
+        except RelayError as exc:
+            await self._shutdown(exc)
+        except OSError as exc:
+            await self._shutdown(RelayError(f"wukongim connection lost: {exc}"))
+
+    def _dispatch(self, packet: Packet) -> None:
+        if isinstance(packet, SendackPacket):
+            future = self._pending.get(packet.client_seq)
+            if future is not None and not future.done():
+                future.set_result(packet)
+            else:
+                log.debug("sendack for unknown clientSeq %d", packet.client_seq)
+        elif isinstance(packet, RecvPacket):
+            self._incoming.put_nowait(self._open_recv(packet))
+        elif isinstance(packet, PongPacket):
+            self._pong.set()
+        elif isinstance(packet, DisconnectPacket):
+            raise _reason_error("wukongim disconnected us", packet.reason_code, packet.reason)
+        elif isinstance(packet, ConnackPacket):
+            raise RelayProtocolError("unexpected second CONNACK")
+        else:
+            log.debug("ignoring %s from wukongim", type(packet).__name__)
+
+    def _open_recv(self, packet: RecvPacket) -> Message:
+        payload = packet.payload
+        if self._cipher is not None:
+            wkproto.check_msg_key(self._cipher, packet)
+            payload = self._cipher.decrypt(payload)
+        return Message(
+            message_id=packet.message_id,
+            message_seq=packet.message_seq,
+            client_msg_no=packet.client_msg_no,
+            from_uid=packet.from_uid,
+            channel_id=packet.channel_id,
+            channel_type=packet.channel_type,
+            timestamp=packet.timestamp,
+            payload=payload,
+            flags=packet.flags,
+        )
+
+    async def _ping_loop(self) -> None:
+        interval, timeout = self.options.timers.ping_interval, self.options.timers.pong_timeout
+        while True:
+            await asyncio.sleep(interval)
+            self._pong.clear()
+            try:
+                await self._write(PingPacket())
+            except RelayError:
+                return  # _write has closed the session
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._pong.wait()
+            except TimeoutError:
+                await self._shutdown(RelayTimeoutError(f"wukongim did not answer PING within {timeout:g}s"))
+                return
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection; pending sends fail, :meth:`messages` ends."""
+        await self._shutdown(None)
+
+    async def _shutdown(self, error: RelayError | None) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self.error = error
+        if error is not None:
+            log.warning("%s", error)
+        failure = error or RelayError("wukongim session closed")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(failure)
+        self._incoming.put_nowait(None)
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        with contextlib.suppress(Exception):
+            await self._link.close()
+
+
+def _feed(parser: FrameParser, link: _Link, data: bytes) -> list[Packet]:
+    packets = parser.feed(data)
+    if link.framed and parser.pending:
+        raise RelayProtocolError(f"truncated frame: a websocket message left {parser.pending} bytes of a partial frame")
+    return packets
+
+
+def _reason_error(context: str, code: int, detail: str = "") -> RelayError:
+    text = f"{context}: {wkproto.describe_reason(code)}" + (f": {detail}" if detail else "")
+    cls = RelayAuthError if code in _AUTH_REASONS else RelayError
+    return cls(text, reason_code=code)
+
+
+# ---------------------------------------------------------------------------------------------
+# the reconnecting client
+
+
+MessageHandler = Callable[[Message], Awaitable[None]]
+StateHandler = Callable[[bool], Awaitable[None]]
+AddressSource = str | Callable[[], Awaitable[str]]
+
+
+class WuKongIMClient:
+    """Keeps a :class:`Session` alive and feeds received messages to ``on_message``.
+
+    ``addr`` is a fixed address or an async callable asked before every connection attempt
+    (e.g. WuKongIM's ``/route``). Each message is acknowledged after ``on_message`` returns (or
+    raises: a message that breaks the handler is logged, not re-delivered forever). Login refusals
+    and DISCONNECT (kicked, banned) end :meth:`run` with the error; everything else is retried
+    with exponential backoff.
+    """
+
+    def __init__(
+        self,
+        options: ClientOptions,
+        addr: AddressSource,
+        on_message: MessageHandler,
+        *,
+        on_state: StateHandler | None = None,
+    ) -> None:
+        self.options = options
+        self._addr = addr
+        self._on_message = on_message
+        self._on_state = on_state
+        self._session: Session | None = None
+        self._connected = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    @property
+    def session(self) -> Session | None:
+        """The live session, if connected."""
+        return self._session if self._connected.is_set() else None
+
+    async def wait_connected(self) -> Session:
+        """Wait until a session is up and return it."""
+        while True:
+            await self._connected.wait()
+            if self._session is not None:
+                return self._session
+
+    async def send(
+        self, channel_id: str, channel_type: int, payload: bytes, *, client_msg_no: str | None = None
+    ) -> SendAck:
+        """Send through the live session, waiting up to ``send_timeout`` for one to come up."""
+        try:
+            async with asyncio.timeout(self.options.timers.send_timeout):
+                session = await self.wait_connected()
+        except TimeoutError:
+            raise RelayTimeoutError(
+                f"not connected to wukongim within {self.options.timers.send_timeout:g}s; "
+                f"message to {channel_id!r} not sent"
+            ) from None
+        return await session.send(channel_id, channel_type, payload, client_msg_no=client_msg_no)
+
+    async def run(self) -> None:
+        """Connect, deliver messages and reconnect until :meth:`close`; raise on fatal errors."""
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                addr = self._addr if isinstance(self._addr, str) else await self._addr()
+                session = await Session.open(addr, self.options)
+            except RelayAuthError:
+                raise
+            except RelayError as exc:
+                log.warning("%s", exc)
+                failures += 1
+                await self._backoff(failures)
+                continue
+            failures = 0
+            error = await self._serve(session)
+            if error is not None and error.reason_code is not None:
+                raise error  # DISCONNECT from the server: kicked or banned; do not fight it
+            if not self._stopping.is_set():
+                await self._backoff(1)
+
+    async def _serve(self, session: Session) -> RelayError | None:
+        self._session = session
+        self._connected.set()
+        if self._stopping.is_set():
+            await session.close()
+        try:
+            if self._on_state is not None:
+                await self._on_state(True)
+            async for message in session.messages():
+                try:
+                    await self._on_message(message)
+                except Exception:
+                    log.exception("handler failed on wukongim message %d", message.message_id)
+                await session.ack(message)
+        finally:
+            self._connected.clear()
+            self._session = None
+            await session.close()
+            if self._on_state is not None:
+                await self._on_state(False)
+        return session.error
+
+    async def _backoff(self, failures: int) -> None:
+        timers = self.options.timers
+        high = min(timers.reconnect_max, timers.reconnect_min * 2 ** (failures - 1))
+        delay = random.uniform(high / 2, high)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._stopping.wait()
+
+    async def close(self) -> None:
+        """Stop reconnecting and close the live session; :meth:`run` returns."""
+        self._stopping.set()
+        if self._session is not None:
+            await self._session.close()
