@@ -10,6 +10,9 @@ Public API::
         register({"name": "rate", "type": "action", "inputSchema": {...}})   # an App tool
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ArgumentsError,
     AuthError,
@@ -18,7 +21,10 @@ from .errors import (
     DuplicateToolError,
     LineUpError,
     ProtocolError,
+    RelayAuthError,
     RelayError,
+    RelayProtocolError,
+    RelayTimeoutError,
     StoreBusyError,
     StoreError,
     ToolError,
@@ -26,10 +32,23 @@ from .errors import (
     VersionError,
 )
 from .hookspecs import hookimpl, hookspec
-from .hub import Hub
-from .plugins import load_registry
 from .protocol import ActionDefinition, Call, CallState, Envelope, ToolCall, ToolDefinition, ToolResult
-from .registry import Registry
+
+if TYPE_CHECKING:
+    from .hub import Hub
+    from .plugins import load_registry
+    from .registry import Registry
+
+# Loaded on first use, so that importing the protocol core (or the Hermes entry point) stays cheap.
+_LAZY = {"Hub": "hub", "load_registry": "plugins", "Registry": "registry"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lineup_plugin' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
 
 __version__ = "0.1.0"
 
@@ -47,7 +66,10 @@ __all__ = [
     "LineUpError",
     "ProtocolError",
     "Registry",
+    "RelayAuthError",
     "RelayError",
+    "RelayProtocolError",
+    "RelayTimeoutError",
     "StoreBusyError",
     "StoreError",
     "ToolCall",

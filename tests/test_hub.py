@@ -310,5 +310,6 @@ async def test_open_card_of_an_ended_call_is_closed_on_reconnect() -> None:
     again = MemoryApp(hub, "phone")
     await again.connect(open_calls=[call_id, "never-heard-of"])
     first, second = (await again.next("tool.cancel")).payload, (await again.next("tool.cancel")).payload
-    assert (first.call_id, first.reason) == (call_id, "this call already ended (expired)")  # type: ignore[union-attr]
+    assert first.call_id == call_id
+    assert first.reason.startswith("this call already ended (expired)")  # type: ignore[union-attr]
     assert second.reason == "the agent no longer knows this call"  # type: ignore[union-attr]
