@@ -284,13 +284,13 @@ class Session:
                 packets: list[Packet] = []
                 while not packets:
                     packets = _feed(parser, link, await link.recv())
-        except (OSError, ConnectionClosed) as exc:
-            raise RelayError(f"wukongim connection lost during login: {exc}") from None
-        except TimeoutError:
+        except TimeoutError:  # before OSError, of which it is a subclass
             raise RelayTimeoutError(
                 f"no CONNACK from {addr} within {options.timers.connect_timeout:g}s for {who}; "
                 "wukongim v2 stays silent when it refuses a token"
             ) from None
+        except (OSError, ConnectionClosed) as exc:
+            raise RelayError(f"wukongim connection lost during login: {exc}") from None
         except EOFError as exc:
             raise RelayAuthError(
                 f"wukongim closed the connection before CONNACK ({exc}): the token for {who} "
