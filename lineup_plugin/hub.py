@@ -155,9 +155,9 @@ class Hub:
         if peer in self._peers:
             self._peers.remove(peer)
         self.store.audit("device.detach", device_id=peer.device_id)
-        if not any(p.device_id == peer.device_id for p in self._peers):
-            if self.registry.remove_source(f"app:{peer.device_id}"):
-                await _maybe_await(self.on_tools_changed() if self.on_tools_changed else None)
+        gone = not any(p.device_id == peer.device_id for p in self._peers)
+        if gone and self.registry.remove_source(f"app:{peer.device_id}"):
+            await _maybe_await(self.on_tools_changed() if self.on_tools_changed else None)
 
     # ---------------------------------------------------------------------------- incoming
 

@@ -42,7 +42,11 @@ def test_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ({}, {"LINEUP_PORT": "70000"}, "lineup setting 'port': input should be less than or equal to 65535"),
         ({"mode": "carrier-pigeon"}, {}, "lineup setting 'mode': input should be 'direct', 'relay' or 'auto'"),
         ({"token": "short"}, {}, "lineup setting 'token': string should have at least 16 characters"),
-        ({"deadlines": {"choice": -1}}, {}, "lineup setting 'deadlines': value error, deadline of 'choice' must be positive"),
+        (
+            {"deadlines": {"choice": -1}},
+            {},
+            "lineup setting 'deadlines': value error, deadline of 'choice' must be positive",
+        ),
         ({"colour": "blue"}, {}, "lineup setting 'colour': extra inputs are not permitted"),
         ({}, {"LINEUP_DEADLINES": "{oops"}, "LINEUP_DEADLINES: not valid JSON"),
         ({"wukongim": {"uid": "a"}}, {}, "lineup setting 'wukongim.api_url': field required"),

@@ -46,7 +46,9 @@ BUILTIN_CALLS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "flat", "answer"), BUILTIN_CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BUILTIN_CALLS)])
+@pytest.mark.parametrize(
+    ("name", "flat", "answer"), BUILTIN_CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BUILTIN_CALLS)]
+)
 async def test_full_call_of_each_builtin_tool(name: str, flat: dict[str, Any], answer: dict[str, Any]) -> None:
     hub = make_hub()
     app = await connected(hub)
@@ -194,7 +196,11 @@ async def test_app_declared_tool_becomes_callable_until_it_leaves() -> None:
     changes: list[int] = []
     hub = make_hub(on_tools_changed=lambda: changes.append(1))
     app = await connected(hub)
-    torch = {"name": "torch", "type": "action", "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}}}
+    torch = {
+        "name": "torch",
+        "type": "action",
+        "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
+    }
     await app.send_payload(ToolList.model_validate({"tools": [torch]}))
     assert "torch" in hub.registry and changes == [1]
     task = asyncio.create_task(hub.agent_call("torch", {"on": True}))

@@ -91,7 +91,9 @@ def test_same_tool_name_from_two_plugins_names_both() -> None:
 
     pm = get_plugin_manager(load_entrypoints=False)
     pm.register(Other(), name="copycat")
-    with pytest.raises(DuplicateToolError, match="'choice' is registered by both 'lineup_plugin.builtin_tools' and 'copycat'"):
+    with pytest.raises(
+        DuplicateToolError, match="'choice' is registered by both 'lineup_plugin.builtin_tools' and 'copycat'"
+    ):
         collect_tools(pm)
 
 

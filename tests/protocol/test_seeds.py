@@ -41,7 +41,7 @@ def test_seed_example_decodes(section: str, kind: str | None, example: Any) -> N
 
 
 def test_seed_choice_call_keeps_chinese_options() -> None:
-    section, kind, example = next(e for e in EXAMPLES if e[0] == "001 §5.2 tool.call")
+    example = next(e[2] for e in EXAMPLES if e[0] == "001 §5.2 tool.call")
     payload = codec.decode_object(example).payload
     assert isinstance(payload, ToolCall)
     assert payload.arguments["options"] == ["测试", "预发布", "生产"]
