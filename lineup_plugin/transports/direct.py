@@ -1,0 +1,444 @@
+"""Direct mode: the WebSocket server inside the agent (port 9527 by default).
+
+One port serves both:
+
+- ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
+- ``/ws``: the App's WebSocket. Its first message must be a ``lineup.v1.device.hello`` carrying
+  the token, sent within :attr:`Limits.hello_timeout`. Only then is the device attached to the
+  hub and sees anything of the agent.
+
+How a connection ends, and what the App is told (close code and reason):
+
+======  =============================================  ==========================================
+code    reason                                         why
+======  =============================================  ==========================================
+4401    ``wrong token`` / ``missing token``            after an ``error`` ``auth_failed`` message
+4400    ``device.hello required`` / ``bad hello``      the first message was not a valid hello
+4408    ``no device.hello within 10 s``                nothing was said in time
+1013    ``too many connections``                       ``max_connections`` are already open
+1009    ``frame with N bytes exceeds limit of M ...``  a message over ``max_frame_bytes``
+1008    ``send queue full: the App is not reading``    ``max_queue`` messages waited unsent
+1008    ``rate limit exceeded: too many messages``     the App kept flooding after ``rate_limited``
+1001    ``the agent is shutting down``                 :meth:`DirectServer.close`
+======  =============================================  ==========================================
+
+A binary frame is answered with an ``error`` ``binary_not_supported`` and the connection stays
+open. A browser connection whose ``Origin`` is neither this server nor listed in
+``allowed_origins`` is refused at the HTTP handshake with 403. Every breach ends only the
+connection at fault; the server keeps serving the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import socket
+from contextlib import suppress
+from dataclasses import dataclass
+from http import HTTPStatus
+from importlib.resources.abc import Traversable
+from types import TracebackType
+from urllib.parse import quote, urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from ..config import Settings
+from ..errors import ProtocolError, TransportError, VersionError
+from ..hub import Hub
+from ..protocol import codec
+from ..protocol.messages import DeviceHello, Error
+from .auth import AuthThrottle, TokenBucket, load_or_create_token, origin_allowed, token_matches
+from .static import content_type, find_file, packaged_app
+
+log = logging.getLogger(__name__)
+
+WS_PATH = "/ws"
+
+AUTH_FAILED = 4401
+BAD_HELLO = 4400
+HELLO_TIMEOUT = 4408
+TRY_AGAIN_LATER = 1013
+POLICY_VIOLATION = 1008
+GOING_AWAY = 1001
+
+QUEUE_FULL = "send queue full: the App is not reading"
+FLOODED = "rate limit exceeded: too many messages"
+TOO_MANY = "too many connections"
+
+_SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-cache"),
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-connection limits of the direct server that are not user settings.
+
+    ``message_rate``/``message_burst`` form a token bucket per connection: a message over it is
+    dropped and answered once with an ``error`` ``rate_limited``; after ``flood_strikes`` dropped
+    messages in a row the connection is closed. ``close_timeout`` bounds how long closing a
+    connection may take before it is cut.
+    """
+
+    hello_timeout: float = 10.0
+    message_rate: float = 20.0
+    message_burst: int = 60
+    flood_strikes: int = 30
+    close_timeout: float = 5.0
+
+
+async def close_connection(connection: ServerConnection, code: int, reason: str, timeout: float) -> None:
+    """Close with ``code`` and ``reason`` (cut to the 123 bytes a close frame holds); abort after ``timeout``.
+
+    The bound matters for a peer that stopped reading: its close frame may never be written.
+    """
+    reason = reason.encode("utf-8")[:123].decode("utf-8", "ignore")
+    try:
+        await asyncio.wait_for(connection.close(code, reason), timeout)
+    except TimeoutError:
+        connection.transport.abort()
+
+
+@dataclass(frozen=True)
+class _Close:
+    code: int
+    reason: str
+
+
+class DirectPeer:
+    """One authenticated App connection, as the hub sees it.
+
+    :meth:`send` never waits: messages go onto a queue of at most ``max_queue`` that a writer
+    task drains. When it overflows, the App is not reading: this connection alone is closed
+    (1008) and :meth:`send` raises TransportError.
+    """
+
+    def __init__(self, connection: ServerConnection, device_id: str, *, max_queue: int, close_timeout: float) -> None:
+        self.device_id = device_id
+        self.connection = connection
+        #: why the connection is closing, once it is
+        self.close_reason: str | None = None
+        self._close_timeout = close_timeout
+        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue(max_queue)
+        self._writer = asyncio.create_task(self._write(), name=f"lineup-writer-{device_id}")
+        self._closer: asyncio.Task[None] | None = None
+
+    async def send(self, text: str) -> None:
+        """Queue one encoded envelope for the App."""
+        if self.close_reason is not None:
+            raise TransportError(f"device {self.device_id}: connection closing ({self.close_reason})")
+        try:
+            self._queue.put_nowait(text)
+        except asyncio.QueueFull:
+            log.warning(
+                "closing device %s: %d messages wait unsent (it is not reading)", self.device_id, self._queue.maxsize
+            )
+            self.shut(POLICY_VIOLATION, QUEUE_FULL)
+            raise TransportError(f"device {self.device_id}: {QUEUE_FULL}") from None
+
+    async def close(self, reason: str) -> None:
+        """Close normally with ``reason`` once the queued messages are written; returns at once."""
+        self.shut(1000, reason, flush=True)
+
+    def shut(self, code: int, reason: str, *, flush: bool = False) -> None:
+        """Start closing with ``code``/``reason``: after the queue (``flush``) or now; later sends fail."""
+        if self.close_reason is not None:
+            return
+        self.close_reason = reason
+        if flush:
+            try:
+                self._queue.put_nowait(_Close(code, reason))
+                return
+            except asyncio.QueueFull:
+                pass
+        self._writer.cancel()
+        self._closer = asyncio.create_task(close_connection(self.connection, code, reason, self._close_timeout))
+
+    async def finish(self) -> None:
+        """The connection ended: stop the writer and let a pending close complete."""
+        self._writer.cancel()
+        pending = [task for task in (self._writer, self._closer) if task is not None]
+        await asyncio.wait(pending)
+
+    async def _write(self) -> None:
+        with suppress(ConnectionClosed):
+            while True:
+                item = await self._queue.get()
+                if isinstance(item, _Close):
+                    await close_connection(self.connection, item.code, item.reason, self._close_timeout)
+                    return
+                await self.connection.send(item)
+
+
+def lan_address() -> str:
+    """This machine's address on the network its default route uses (no packet is sent), else 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: connecting a UDP socket only picks a route
+            return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+class DirectServer:
+    """The direct transport: serves the App and its WebSocket on ``settings.host:settings.port``.
+
+    Use as ``async with DirectServer(hub, settings) as server:`` or call :meth:`start` and
+    :meth:`close`. ``app_dir`` replaces the packaged App (tests); ``throttle`` and ``limits``
+    replace the defaults.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        settings: Settings,
+        *,
+        app_dir: Traversable | None = None,
+        limits: Limits | None = None,
+        throttle: AuthThrottle | None = None,
+    ) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.app_dir = app_dir if app_dir is not None else packaged_app()
+        self.limits = limits or Limits()
+        #: the wrong-token slow-down, per remote address
+        self.throttle = throttle or AuthThrottle()
+        self._token: str | None = None
+        self._server: Server | None = None
+        self._connections: set[ServerConnection] = set()
+        self._devices_changed = asyncio.Event()
+
+    # -------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Load or create the token, then listen. Raises TransportError if the port cannot be bound."""
+        if self._server is not None:
+            return
+        self._token = load_or_create_token(self.settings.token, self.settings.data_dir)
+        try:
+            self._server = await serve(
+                self._handle,
+                self.settings.host,
+                self.settings.port,
+                process_request=self._process_request,
+                max_size=self.settings.max_frame_bytes,
+                ping_interval=self.settings.heartbeat,
+                ping_timeout=self.settings.heartbeat,
+                close_timeout=self.limits.close_timeout,
+            )
+        except OSError as exc:
+            where = f"{self.settings.host}:{self.settings.port}"
+            raise TransportError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+        log.info("LineUp direct mode listening on %s", self.url)
+
+    async def close(self) -> None:
+        """Close every connection (1001 ``the agent is shutting down``) and stop listening."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close(close_connections=False)
+        closing = [
+            close_connection(c, GOING_AWAY, "the agent is shutting down", self.limits.close_timeout)
+            for c in list(self._connections)
+        ]
+        if closing:
+            await asyncio.gather(*closing)
+        await server.wait_closed()
+
+    async def __aenter__(self) -> DirectServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------------- addresses
+
+    @property
+    def token(self) -> str:
+        """The token Apps must send (available after :meth:`start`); never log it."""
+        if self._token is None:
+            raise TransportError("the direct server is not started")
+        return self._token
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (useful with port 0)."""
+        if self._server is None:
+            raise TransportError("the direct server is not started")
+        return int(next(iter(self._server.sockets)).getsockname()[1])
+
+    @property
+    def host(self) -> str:
+        """The host name to put in links: the LAN address when listening on every interface."""
+        host = self.settings.host
+        if host in ("", "0.0.0.0", "::"):
+            host = lan_address()
+        return f"[{host}]" if ":" in host else host
+
+    @property
+    def url(self) -> str:
+        """The App's address, ``http://<host>:<port>/``."""
+        return f"http://{self.host}:{self.port}/"
+
+    @property
+    def ws_url(self) -> str:
+        """The WebSocket endpoint, ``ws://<host>:<port>/ws``."""
+        return f"ws://{self.host}:{self.port}{WS_PATH}"
+
+    @property
+    def connect_link(self) -> str:
+        """The App's address with the token in the URL fragment (which browsers never send)."""
+        return f"{self.url}#token={quote(self.token, safe='')}"
+
+    @property
+    def connections(self) -> int:
+        """How many WebSocket connections are open (authenticated or not)."""
+        return len(self._connections)
+
+    async def wait_for_device(self) -> None:
+        """Return once at least one App device is attached to the hub."""
+        while not self.hub.connected:
+            self._devices_changed.clear()
+            await self._devices_changed.wait()
+
+    # ------------------------------------------------------------------------------ HTTP
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if urlsplit(request.path).path != WS_PATH:
+            return self._static_file(connection, request)
+        origins = request.headers.get_all("Origin")
+        host = request.headers.get_all("Host")
+        origin = origins[0] if len(origins) == 1 else None
+        if len(origins) > 1 or len(host) > 1:
+            return connection.respond(HTTPStatus.BAD_REQUEST, "more than one Origin or Host header\n")
+        if not origin_allowed(origin, host[0] if host else None, self.settings.allowed_origins):
+            log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
+            return connection.respond(
+                HTTPStatus.FORBIDDEN,
+                f"origin {origin} is not allowed: open the App from this server, "
+                "or add the origin to lineup's allowed_origins setting\n",
+            )
+        return None
+
+    def _static_file(self, connection: ServerConnection, request: Request) -> Response:
+        node = find_file(self.app_dir, request.path)
+        if node is None:
+            response = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+            response.headers.update(_SECURITY_HEADERS)
+            return response
+        body = node.read_bytes()
+        headers = Headers(
+            [
+                ("Date", email.utils.formatdate(usegmt=True)),
+                ("Connection", "close"),
+                ("Content-Type", content_type(node.name)),
+                ("Content-Length", str(len(body))),
+                *_SECURITY_HEADERS,
+            ]
+        )
+        return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
+
+    # ------------------------------------------------------------------------- WebSocket
+
+    async def _handle(self, connection: ServerConnection) -> None:
+        if len(self._connections) >= self.settings.max_connections:
+            log.warning("refused a connection: %d connections are open", len(self._connections))
+            await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
+            return
+        self._connections.add(connection)
+        try:
+            hello = await self._authenticate(connection)
+            if hello is not None:
+                await self._session(connection, hello)
+        except ConnectionClosed:
+            pass
+        finally:
+            self._connections.discard(connection)
+
+    async def _refuse(self, connection: ServerConnection, code: str, message: str, close_code: int) -> None:
+        with suppress(ConnectionClosed):
+            await connection.send(self.hub.encode(Error(code=code, message=message)))
+        await close_connection(connection, close_code, message, self.limits.close_timeout)
+
+    async def _authenticate(self, connection: ServerConnection) -> DeviceHello | None:
+        """The device's hello if its token is right; otherwise the App is told why and closed."""
+        timeout = self.limits.hello_timeout
+        try:
+            first = await asyncio.wait_for(connection.recv(), timeout)
+        except TimeoutError:
+            await self._refuse(connection, "hello_timeout", f"no device.hello within {timeout:g} s", HELLO_TIMEOUT)
+            return None
+        try:
+            message = codec.decode(first)
+        except VersionError as exc:
+            await self._refuse(connection, "unsupported_version", str(exc), BAD_HELLO)
+            return None
+        except ProtocolError as exc:
+            await self._refuse(connection, "bad_message", f"bad hello: {exc}", BAD_HELLO)
+            return None
+        hello = message.payload
+        if not isinstance(hello, DeviceHello):
+            await self._refuse(connection, "hello_required", "device.hello required", BAD_HELLO)
+            return None
+        address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+        async with self.throttle.turn(address):
+            if not hello.token:
+                await self._refuse(connection, "auth_failed", "missing token", AUTH_FAILED)
+                return None
+            if not token_matches(hello.token, self.token):
+                self.throttle.failed(address)
+                log.warning(
+                    "refused device %s from %s: wrong token (%d in a row)",
+                    hello.device_id,
+                    address,
+                    self.throttle.failures(address),
+                )
+                await self._refuse(connection, "auth_failed", "wrong token", AUTH_FAILED)
+                return None
+            self.throttle.succeeded(address)
+        return hello
+
+    async def _session(self, connection: ServerConnection, hello: DeviceHello) -> None:
+        peer = DirectPeer(
+            connection, hello.device_id, max_queue=self.settings.max_queue, close_timeout=self.limits.close_timeout
+        )
+        bucket = TokenBucket(self.limits.message_rate, self.limits.message_burst)
+        strikes = 0
+        try:
+            await self.hub.attach(peer, hello)
+            self._devices_changed.set()
+            async for data in connection:
+                if peer.close_reason is not None:
+                    continue  # closing: drain what the App still sends until its close arrives
+                if not bucket.take():
+                    strikes += 1
+                    if strikes == 1:
+                        rate = self.limits.message_rate
+                        await self._tell(peer, "rate_limited", f"over {rate:g} messages per second; slow down")
+                    if strikes > self.limits.flood_strikes:
+                        log.warning("closing device %s: it kept flooding", peer.device_id)
+                        peer.shut(POLICY_VIOLATION, FLOODED, flush=True)
+                    continue
+                strikes = 0
+                if isinstance(data, bytes):
+                    await self._tell(peer, "binary_not_supported", "binary frames are not supported; send JSON text")
+                    continue
+                await self.hub.receive(peer, data)
+        finally:
+            await self.hub.detach(peer)
+            self._devices_changed.set()
+            await peer.finish()
+
+    async def _tell(self, peer: DirectPeer, code: str, message: str) -> None:
+        with suppress(TransportError):
+            await peer.send(self.hub.encode(Error(code=code, message=message), peer.device_id))

@@ -1,0 +1,413 @@
+"""Direct mode over real WebSockets and real HTTP on 127.0.0.1, port 0."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from lineup_plugin import Hub, load_registry
+from lineup_plugin.config import Settings
+from lineup_plugin.errors import TransportError
+from lineup_plugin.protocol.messages import Error, Text, ToolCancel, ToolList
+from lineup_plugin.transports.auth import AuthThrottle
+from lineup_plugin.transports.direct import FLOODED, QUEUE_FULL, DirectServer, Limits
+from lineup_plugin.transports.static import packaged_app
+from tests.wsapp import WsApp, encode_from, hello_text, wait_until
+
+TOKEN = "direct-test-token-0123456789"
+CHOICE = {"question": "Deploy where?", "options": ["test", "staging", "production"]}
+
+
+def make_settings(tmp_path: Path, **changes: Any) -> Settings:
+    values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "token": TOKEN, "data_dir": tmp_path / "data"}
+    return Settings(**{**values, **changes})
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    """A small App with a secret next to (outside) it."""
+    root = tmp_path / "app"
+    (root / "cards").mkdir(parents=True)
+    (root / "index.html").write_text("<!doctype html><title>LineUp test</title>")
+    (root / "main.js").write_text("export const answer = 42;\n")
+    (root / "style.css").write_text("body { margin: 0 }\n")
+    (root / "cards" / "choice.js").write_text("export default 1;\n")
+    (root / ".hidden").write_text("hidden")
+    (tmp_path / "secret.txt").write_text("do not serve me")
+    return root
+
+
+@asynccontextmanager
+async def running(tmp_path: Path, **options: Any) -> AsyncIterator[DirectServer]:
+    settings_changes = options.pop("settings", {})
+    hub = options.pop("hub", None) or Hub(load_registry(load_entrypoints=False))
+    server = DirectServer(hub, make_settings(tmp_path, **settings_changes), **options)
+    async with server:
+        yield server
+
+
+async def http_get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One raw HTTP/1.1 GET, so the request path reaches the server exactly as written."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    data = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in header_lines)
+    return int(status_line.split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+# ------------------------------------------------------------------------------------ auth
+
+
+async def test_right_token_opens_a_session_with_welcome_tools_and_status(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "phone", welcome=False)
+        kinds = [(await app.recv()).kind for _ in range(3)]
+        assert kinds == ["device.welcome", "tool.list", "agent.status"]
+        assert [p.device_id for p in server.hub.peers] == ["phone"]
+        await app.close()
+
+
+async def test_wrong_token_gets_auth_failed_then_4401_and_nothing_else(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "intruder", token="not-the-token-at-all", welcome=False)
+        code, reason, before = await app.closed()
+        assert (code, reason) == (4401, "wrong token")
+        assert [m.kind for m in before] == ["error"]
+        assert before[0].payload == Error(code="auth_failed", message="wrong token")
+        assert server.hub.peers == []
+
+
+async def test_missing_token_is_refused_like_a_wrong_one(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "no-token", token="", welcome=False)
+        code, reason, before = await app.closed()
+        assert (code, reason) == (4401, "missing token")
+        assert [m.payload.code for m in before] == ["auth_failed"]  # type: ignore[union-attr]
+
+
+async def test_repeated_wrong_tokens_from_one_address_are_slowed_down_and_reset_on_success(tmp_path: Path) -> None:
+    throttle = AuthThrottle(base=0.001, cap=0.004)
+    async with running(tmp_path, throttle=throttle) as server:
+        for attempt in range(1, 5):
+            app = await WsApp.connect(server, "guesser", token=f"guess-{attempt}", welcome=False)
+            assert (await app.closed())[:2] == (4401, "wrong token")
+            assert throttle.failures("127.0.0.1") == attempt
+        assert throttle.delay("127.0.0.1") == 0.004  # 0.001 * 2**3 = 0.008, capped
+        app = await WsApp.connect(server, "owner")
+        assert (throttle.failures("127.0.0.1"), throttle.delay("127.0.0.1")) == (0, 0.0)
+        await app.close()
+
+
+async def test_first_message_must_be_a_hello(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            await ws.send(encode_from("phone", Text(text="hi, no hello")))
+            app = WsApp(ws, "phone")
+            code, reason, before = await app.closed()
+        assert (code, reason) == (4400, "device.hello required")
+        assert [m.payload.code for m in before] == ["hello_required"]  # type: ignore[union-attr]
+
+
+async def test_malformed_hello_is_refused_with_the_field_named(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            await ws.send('{"v": 1, "id": "x", "type": "lineup.v1.device.hello"}')
+            code, reason, before = await WsApp(ws, "phone").closed()
+        assert code == 4400 and reason.startswith("bad hello: conversation_id")
+        assert [m.payload.code for m in before] == ["bad_message"]  # type: ignore[union-attr]
+
+
+async def test_silence_after_connecting_ends_with_hello_timeout(tmp_path: Path) -> None:
+    async with running(tmp_path, limits=Limits(hello_timeout=0.05)) as server:
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            code, reason, before = await WsApp(ws, "phone").closed()
+        assert (code, reason) == (4408, "no device.hello within 0.05 s")
+        assert [m.payload.code for m in before] == ["hello_timeout"]  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------- origins
+
+
+async def test_foreign_browser_origin_is_refused_at_the_handshake_with_403(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(f"ws://127.0.0.1:{server.port}/ws", origin="http://evil.example")  # type: ignore[arg-type]
+        assert refused.value.response.status_code == 403
+        assert b"origin http://evil.example is not allowed" in refused.value.response.body
+        assert server.connections == 0
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        (None, []),
+        ("same", []),
+        ("http://phone.example:8080", ["http://phone.example:8080"]),
+    ],
+    ids=["no-origin-non-browser", "same-origin", "listed-in-allowed_origins"],
+)
+async def test_allowed_origins_connect_and_still_need_the_token(
+    tmp_path: Path, origin: str | None, allowed: list[str]
+) -> None:
+    async with running(tmp_path, settings={"allowed_origins": allowed}) as server:
+        if origin == "same":
+            origin = f"http://127.0.0.1:{server.port}"
+        app = await WsApp.connect(server, "phone", origin=origin)
+        await app.close()
+        intruder = await WsApp.connect(server, "intruder", token="wrong-token-here", welcome=False, origin=origin)
+        assert (await intruder.closed())[:2] == (4401, "wrong token")
+
+
+# ------------------------------------------------------------------------------- static App
+
+
+async def test_get_root_serves_the_app_html(tmp_path: Path, app_dir: Path) -> None:
+    async with running(tmp_path, app_dir=app_dir) as server:
+        status, headers, body = await http_get(server.port, "/")
+    assert status == 200
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert body == b"<!doctype html><title>LineUp test</title>"
+    assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/main.js", "text/javascript; charset=utf-8"),
+        ("/cards/choice.js?v=2", "text/javascript; charset=utf-8"),
+        ("/style.css", "text/css; charset=utf-8"),
+    ],
+)
+async def test_get_file_serves_it_with_its_content_type(
+    tmp_path: Path, app_dir: Path, path: str, content_type: str
+) -> None:
+    async with running(tmp_path, app_dir=app_dir) as server:
+        status, headers, body = await http_get(server.port, path)
+    assert (status, headers["content-type"]) == (200, content_type)
+    assert body == (app_dir / path.split("?")[0].lstrip("/")).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/missing.js",
+        "/cards/",
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/cards/../../secret.txt",
+        "/..%2fsecret.txt",
+        "/cards%2f..%2f..%2fsecret.txt",
+        "//secret.txt",
+        "/.hidden",
+        "/cards\\..\\..\\secret.txt",
+        "/index.html%00.js",
+    ],
+)
+async def test_unknown_paths_and_traversal_get_404(tmp_path: Path, app_dir: Path, path: str) -> None:
+    async with running(tmp_path, app_dir=app_dir) as server:
+        status, _, body = await http_get(server.port, path)
+    assert (status, body) == (404, b"not found\n")
+
+
+async def test_symlink_out_of_the_app_dir_is_not_followed(tmp_path: Path, app_dir: Path) -> None:
+    (app_dir / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    async with running(tmp_path, app_dir=app_dir) as server:
+        status, _, _ = await http_get(server.port, "/leak.txt")
+    assert status == 404
+
+
+async def test_packaged_app_index_is_served(tmp_path: Path) -> None:
+    index = packaged_app() / "index.html"
+    if not index.is_file():
+        pytest.skip("the packaged App has no index.html yet")
+    async with running(tmp_path) as server:
+        status, headers, body = await http_get(server.port, "/")
+    assert (status, headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert body == index.read_bytes()
+
+
+# ------------------------------------------------------------------------------------ calls
+
+
+async def test_choice_round_trip(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "phone")
+        task = asyncio.create_task(server.hub.agent_call("choice", CHOICE))
+        call = await app.next_call()
+        assert (call.name, call.arguments) == ("choice", CHOICE)
+        await app.answer(call, selected="staging", index=1)
+        result = await task
+        assert (result.status, result.result) == ("completed", {"selected": "staging", "index": 1})
+        await app.close()
+
+
+async def test_two_devices_first_answer_wins_and_the_other_card_is_dismissed(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        phone = await WsApp.connect(server, "phone")
+        laptop = await WsApp.connect(server, "laptop")
+        task = asyncio.create_task(server.hub.agent_call("choice", CHOICE))
+        call = await phone.next_call()
+        assert (await laptop.next_call()).call_id == call.call_id
+        await phone.answer(call, selected="test", index=0)
+        assert (await task).result == {"selected": "test", "index": 0}
+        cancel = (await laptop.next("tool.cancel")).payload
+        assert cancel == ToolCancel(call_id=call.call_id, reason="answered on another device")
+        await laptop.answer(call, selected="production", index=2)
+        refused = (await laptop.next("error")).payload
+        assert isinstance(refused, Error) and refused.code == "call_closed"
+        await phone.close()
+        await laptop.close()
+
+
+async def test_reconnecting_app_gets_its_pending_call_again_and_answers_it_once(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone")
+        task = asyncio.create_task(hub.agent_call("choice", CHOICE))
+        call = await app.next_call()
+        await app.close()
+
+        again = await WsApp.connect(server, "phone", open_calls=[call.call_id])
+        resent = await again.next_call()
+        assert resent.call_id == call.call_id and resent.arguments == CHOICE
+        await again.answer(resent, selected="production", index=2)
+        assert (await task).result == {"selected": "production", "index": 2}
+        await again.answer(resent, selected="test", index=0)
+        assert (await again.next("error")).payload.code == "call_closed"  # type: ignore[union-attr]
+        completed = [e for e in hub.store.audit_log if e[0] == "call.completed"]  # type: ignore[attr-defined]
+        assert [(e[1], e[2]) for e in completed] == [(call.call_id, "phone")]
+        await again.close()
+
+
+# ----------------------------------------------------------------------------------- bounds
+
+
+async def test_oversized_frame_closes_that_connection_with_1009_and_others_keep_working(tmp_path: Path) -> None:
+    async with running(tmp_path, settings={"max_frame_bytes": 1024}) as server:
+        big = await WsApp.connect(server, "big")
+        small = await WsApp.connect(server, "small")
+        await big.ws.send(secrets.token_hex(2048))
+        code, reason, _ = await big.closed()
+        assert code == 1009 and "exceeds limit of 1024 bytes" in reason
+        await small.send(ToolList(request=True))
+        assert (await small.next("tool.list")).kind == "tool.list"
+        await small.close()
+
+
+async def test_binary_frame_gets_an_error_and_the_connection_stays_open(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "phone")
+        await app.ws.send(b"\x00\x01binary")
+        error = (await app.next("error")).payload
+        assert isinstance(error, Error) and error.code == "binary_not_supported"
+        await app.send(ToolList(request=True))
+        assert (await app.next("tool.list")).kind == "tool.list"
+        await app.close()
+
+
+async def test_connection_over_max_connections_is_refused_with_1013(tmp_path: Path) -> None:
+    async with running(tmp_path, settings={"max_connections": 2}) as server:
+        first = await WsApp.connect(server, "one")
+        second = await WsApp.connect(server, "two")
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            with pytest.raises(ConnectionClosed) as refused:
+                await ws.recv()
+        assert refused.value.rcvd is not None
+        assert (refused.value.rcvd.code, refused.value.rcvd.reason) == (1013, "too many connections")
+        await first.close()
+        await wait_until(lambda: server.connections == 1)
+        third = await WsApp.connect(server, "three")
+        await third.close()
+        await second.close()
+
+
+async def test_slow_reader_overflows_its_queue_and_alone_is_closed(tmp_path: Path) -> None:
+    async with running(tmp_path, settings={"max_queue": 4}) as server:
+        hub = server.hub
+        slow = await WsApp.connect(server, "slow", max_queue=1, compression=None)
+        good = await WsApp.connect(server, "good", compression=None)
+        slow_peer = next(p for p in hub.peers if p.device_id == "slow")
+        for _ in range(1000):  # until the kernel buffers towards the slow App are full
+            if slow_peer.close_reason is not None:  # type: ignore[attr-defined]
+                break
+            await hub.send_text(secrets.token_urlsafe(74_000))
+            await good.next("text")
+        assert slow_peer.close_reason == QUEUE_FULL  # type: ignore[attr-defined]
+        code, reason, _ = await slow.closed()
+        assert (code, reason) == (1008, QUEUE_FULL)
+        await hub.send_text("still here")
+        assert (await good.next("text")).payload == Text(text="still here")
+        await wait_until(lambda: [p.device_id for p in hub.peers] == ["good"])
+        await good.close()
+
+
+async def test_flood_gets_rate_limited_then_closed(tmp_path: Path) -> None:
+    limits = Limits(message_rate=0.001, message_burst=3, flood_strikes=5)
+    async with running(tmp_path, limits=limits) as server:
+        app = await WsApp.connect(server, "flooder")
+        for index in range(20):
+            await app.send(Text(text=f"spam {index}"))
+        code, reason, before = await app.closed()
+        assert (code, reason) == (1008, FLOODED)
+        errors = [m.payload for m in before if m.kind == "error"]
+        assert [e.code for e in errors] == ["rate_limited"]  # type: ignore[union-attr]
+
+
+# -------------------------------------------------------------------------------- lifecycle
+
+
+async def test_generated_token_is_stored_0600_and_reused_next_start(tmp_path: Path) -> None:
+    async with running(tmp_path, settings={"token": None}) as server:
+        token = server.token
+        token_file = tmp_path / "data" / "token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert token_file.read_text().strip() == token and len(token) >= 40
+        app = await WsApp.connect(server, "phone")
+        await app.close()
+    async with running(tmp_path, settings={"token": None}) as again:
+        assert again.token == token
+
+
+async def test_connect_link_carries_the_token_in_the_fragment(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        assert server.url == f"http://127.0.0.1:{server.port}/"
+        assert server.connect_link == f"http://127.0.0.1:{server.port}/#token={TOKEN}"
+        assert server.ws_url == f"ws://127.0.0.1:{server.port}/ws"
+
+
+async def test_closing_the_server_tells_apps_it_is_shutting_down(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "phone")
+        await server.close()
+        assert (await app.closed())[:2] == (1001, "the agent is shutting down")
+        assert server.hub.peers == []
+
+
+async def test_port_in_use_is_a_clear_transport_error(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        with pytest.raises(TransportError, match=rf"cannot listen on 127.0.0.1:{server.port}: "):
+            async with running(tmp_path, settings={"port": server.port}):
+                pass
+
+
+async def test_wait_for_device_returns_once_an_app_is_attached(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        waiting = asyncio.create_task(server.wait_for_device())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            await ws.send(hello_text("phone", server.token))
+            await waiting
