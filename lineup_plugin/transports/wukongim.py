@@ -18,7 +18,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -80,7 +80,7 @@ class ClientOptions:
     """How the agent logs in to WuKongIM (``device_id`` defaults to a fresh random one)."""
 
     uid: str
-    token: str
+    token: str = field(repr=False)
     device_flag: int = DeviceFlag.PC
     device_id: str = ""
     protocol_version: int = wkproto.LATEST_VERSION

@@ -141,6 +141,7 @@ class FakeWuKongIM:
         self.send_reasons: dict[str, int] = {}
         self.answer_pings = True
         self.answer_sends = True
+        self.unanswered: list[SendPacket] = []
         self.connack_override: bytes | None = None
         self.pings = 0
         self.connections: list[FakeConnection] = []
@@ -228,6 +229,12 @@ class FakeWuKongIM:
         """Send DISCONNECT to every connection of ``uid``."""
         for conn in self.online(uid):
             await conn.send(DisconnectPacket(reason_code, reason))
+
+    async def resend(self, stored: StoredMessage, uid: str) -> None:
+        """Push ``stored`` to ``uid`` again, same message id (what the server's retry looks like)."""
+        channel_id = stored.from_uid if stored.channel_type == ChannelType.PERSON else stored.channel_id
+        for conn in self.online(uid):
+            await self._push(conn, stored, channel_id, stored.flags)
 
     async def redeliver(self, uid: str) -> int:
         """Re-push every unacknowledged RECV of ``uid`` (the server's messageRetry); returns how many."""
@@ -334,6 +341,7 @@ class FakeWuKongIM:
 
     async def _on_send(self, conn: FakeConnection, packet: SendPacket) -> None:
         if not self.answer_sends:
+            self.unanswered.append(packet)
             return
         reason = self.send_reasons.pop(conn.uid, ReasonCode.SUCCESS)
         payload = packet.payload
@@ -455,7 +463,7 @@ class FakeWuKongIM:
 
     async def _route_http(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
         url = urlsplit(target)
-        data = json.loads(body) if body else None
+        data: Any = json.loads(body) if body else {}
         self.http_calls.append((method, url.path, data))
         await self._notify()
         if self.manager_token and headers.get("token") != self.manager_token:
@@ -554,14 +562,16 @@ class JsSdkApp:
             self.events.append({"event": "exit"})
             self._changed.notify_all()
 
-    async def wait_for(self, event: str, **fields: Any) -> dict[str, Any]:
-        """The first event named ``event`` whose fields include ``fields`` (waits for it)."""
+    async def wait_for(
+        self, event: str, where: Callable[[dict[str, Any]], bool] = lambda _: True, **fields: Any
+    ) -> dict[str, Any]:
+        """The first event named ``event`` whose fields include ``fields`` and that satisfies ``where``."""
 
         def match() -> dict[str, Any] | None:
             for item in self.events:
                 if item["event"] == "exit" and event != "exit":
                     raise AssertionError(f"the JS SDK app exited; events: {self.events}")
-                if item["event"] == event and all(item.get(k) == v for k, v in fields.items()):
+                if item["event"] == event and all(item.get(k) == v for k, v in fields.items()) and where(item):
                     return item
             return None
 

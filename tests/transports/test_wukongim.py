@@ -450,7 +450,9 @@ async def test_js_sdk_and_python_client_exchange_custom_content() -> None:
 @pytest.mark.node
 @needs_js
 async def test_js_sdk_sees_a_refused_token() -> None:
-    async with FakeWuKongIM(token_auth=True, bad_token="connack") as server:
-        async with JsSdkApp(server.ws_url, "app-user", "wrong") as app:
-            with anyio.fail_after(GUARD):
-                await app.wait_for("status", status=3, reasonCode=2)
+    async with (
+        FakeWuKongIM(token_auth=True, bad_token="connack") as server,
+        JsSdkApp(server.ws_url, "app-user", "wrong") as app,
+    ):
+        with anyio.fail_after(GUARD):
+            await app.wait_for("status", status=3, reasonCode=2)

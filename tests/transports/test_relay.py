@@ -1,0 +1,289 @@
+"""The relay: LineUp envelopes between the hub and the App user over the fake WuKongIM server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from lineup_plugin.config import WuKongIMSettings
+from lineup_plugin.errors import RelayAuthError
+from lineup_plugin.hub import Hub
+from lineup_plugin.plugins import collect_tools, get_plugin_manager
+from lineup_plugin.transports.relay import Relay, wrap_envelope
+from lineup_plugin.transports.wukongim import ClientOptions, Session, Timers
+from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
+
+FAST = Timers(connect_timeout=5, send_timeout=5, reconnect_min=0.01, reconnect_max=0.05)
+GUARD = 10  # seconds a test may wait for an event before it fails instead of hanging
+AGENT, APP = "lineup-agent", "app-user"
+
+
+def make_hub(**options: Any) -> Hub:
+    return Hub(collect_tools(get_plugin_manager(load_entrypoints=False)), **options)
+
+
+@asynccontextmanager
+async def running_relay(server: FakeWuKongIM, hub: Hub, timers: Timers = FAST, **settings: Any) -> AsyncIterator[Relay]:
+    config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, **settings)
+    relay = Relay(config, hub, timers=timers)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay.run)
+        with anyio.fail_after(GUARD):
+            await relay.connected.wait()
+        yield relay
+        await relay.close()
+
+
+class PyApp:
+    """The App user as a plain Python client: reads LineUp envelopes, sends envelopes and text."""
+
+    def __init__(self, session: Session, content_type: int = 9527) -> None:
+        self.session = session
+        self.content_type = content_type
+        self._stream = session.messages()
+
+    async def next(self, kind: str) -> dict[str, Any]:
+        with anyio.fail_after(GUARD):
+            async for message in self._stream:
+                await self.session.ack(message)
+                content = json.loads(message.payload)
+                assert content["type"] == self.content_type
+                if content["envelope"]["type"] == f"lineup.v1.{kind}":
+                    return dict(content["envelope"])
+        raise AssertionError(f"session closed: {self.session.error}")
+
+    async def send(self, kind: str, payload: dict[str, Any], *, id: str | None = None, **fields: Any) -> str:
+        envelope = {
+            "v": 1,
+            "id": id or f"app_{asyncio.get_running_loop().time()}",
+            "type": f"lineup.v1.{kind}",
+            "conversation_id": "default",
+            "sender": {"kind": "device", "id": "py-app"},
+            "target": {"kind": "agent", "id": "lineup-agent"},
+            "payload": payload,
+            **fields,
+        }
+        await self.session.send(AGENT, 1, wrap_envelope(json.dumps(envelope), self.content_type))
+        return str(envelope["id"])
+
+    async def text(self, text: str) -> None:
+        await self.session.send(AGENT, 1, json.dumps({"type": 1, "content": text}).encode())
+
+
+@asynccontextmanager
+async def py_app(server: FakeWuKongIM, uid: str = APP, content_type: int = 9527) -> AsyncIterator[PyApp]:
+    session = await Session.open(server.ws_url, ClientOptions(uid=uid, token="", device_flag=0, timers=FAST))
+    try:
+        yield PyApp(session, content_type)
+    finally:
+        await session.close()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeWuKongIM]:
+    async with FakeWuKongIM() as fake:
+        yield fake
+
+
+# --- calls through the relay -----------------------------------------------------------------
+
+
+async def test_choice_round_trip_with_a_python_app(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub):
+        call = asyncio.create_task(
+            hub.agent_call("choice", {"question": "Deploy where?", "options": ["test", "预发布"]})
+        )
+        request = await app.next("tool.call")
+        assert request["payload"]["arguments"]["options"] == ["test", "预发布"]
+        await app.send(
+            "tool.result", {"call_id": request["payload"]["call_id"], "result": {"selected": "预发布", "index": 1}}
+        )
+        with anyio.fail_after(GUARD):
+            result = await call
+    assert (result.status, result.result) == ("completed", {"selected": "预发布", "index": 1})
+
+
+async def test_the_app_user_is_attached_once_connected(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub) as relay:
+        assert [peer.device_id for peer in hub.peers] == ["wukongim:app-user"]
+        welcome = await app.next("device.welcome")
+        assert welcome["payload"]["device_id"] == "wukongim:app-user"
+        assert relay.options.token == ""  # no token, no manager token: tokenAuthOn is off
+    assert hub.peers == []
+
+
+async def test_device_hello_reattaches_and_resends_live_calls(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub):
+        call = asyncio.create_task(hub.agent_call("confirm", {"message": "Ship it?"}))
+        first = await app.next("tool.call")
+        call_id = first["payload"]["call_id"]
+        await app.send("device.hello", {"device_id": "py-app", "open_calls": [call_id]})
+        await app.next("device.welcome")
+        again = await app.next("tool.call")
+        assert again["payload"]["call_id"] == call_id
+        await app.send("tool.result", {"call_id": call_id, "result": {"approved": True}})
+        with anyio.fail_after(GUARD):
+            assert (await call).result == {"approved": True}
+
+
+async def test_a_failed_send_resyncs_the_app_after_reconnecting(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.next("agent.status")  # the greeting after attach has arrived
+        server.answer_sends = False
+        call = asyncio.create_task(hub.agent_call("choice", {"question": "Which?", "options": ["a", "b"]}))
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: server.unanswered)  # the tool.call is stuck without SENDACK
+            server.answer_sends = True
+            await server.drop(AGENT)  # ...and fails with the connection
+            await server.wait_until(lambda: len(server.logins) == 3)  # app, agent, agent again
+        request = await app.next("tool.call")  # re-sent by the re-attach
+        await app.send(
+            "tool.result", {"call_id": request["payload"]["call_id"], "result": {"selected": "b", "index": 1}}
+        )
+        with anyio.fail_after(GUARD):
+            assert (await call).result == {"selected": "b", "index": 1}
+
+
+async def test_custom_content_type_is_configurable(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server, content_type=4242) as app, running_relay(server, hub, content_type=4242):
+        assert (await app.next("device.welcome"))["payload"]["device_id"] == "wukongim:app-user"
+    assert json.loads(server.messages_from(AGENT)[0].payload)["type"] == 4242
+
+
+# --- incoming filtering ----------------------------------------------------------------------
+
+
+async def test_plain_text_becomes_a_user_message(server: FakeWuKongIM) -> None:
+    texts: list[tuple[str, str]] = []
+    hub = make_hub(on_text=lambda device, text: texts.append((device, text)))
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.text("please deploy")
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: any(a.uid == AGENT for a in server.recvacks))
+    assert texts == [("wukongim:app-user", "please deploy")]
+
+
+async def test_im_redeliveries_reach_the_hub_once(server: FakeWuKongIM) -> None:
+    texts: list[str] = []
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.text("once")
+        stored = server.messages_from(APP)[-1]
+        await server.resend(stored, AGENT)  # same message id: the server's retry
+        await app.send("text", {"text": "envelope"}, id="env-1")
+        await app.send("text", {"text": "envelope"}, id="env-1")  # the App retried: new message id
+        await app.text("last")
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: sum(a.uid == AGENT for a in server.recvacks) == 5)
+    assert texts == ["once", "envelope", "last"]
+
+
+async def test_messages_from_other_users_are_ignored(server: FakeWuKongIM) -> None:
+    texts: list[str] = []
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with py_app(server, uid="stranger") as stranger, running_relay(server, hub):
+        await stranger.text("let me in")
+        await stranger.send("tool.result", {"call_id": "x", "result": {}})
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: sum(a.uid == AGENT for a in server.recvacks) == 2)
+    assert texts == []
+    assert [m for m in server.messages_from(AGENT) if m.channel_id == "stranger"] == []  # no answer to strangers
+
+
+async def test_malformed_envelopes_are_answered_with_an_error(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.send("tool.result", {"result": {}}, id="bad-1")
+        error = await app.next("error")
+        assert error["payload"]["code"] == "bad_message"
+        assert "payload.call_id" in error["payload"]["message"]
+        await app.send("text", {"text": "from the future"}, id="v2-1", v=2)
+        error = await app.next("error")
+        assert error["payload"]["code"] == "unsupported_version"
+
+
+async def test_non_json_and_unknown_content_are_ignored(server: FakeWuKongIM) -> None:
+    texts: list[str] = []
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.session.send(AGENT, 1, b"not json")
+        await app.session.send(AGENT, 1, b'{"type":2,"url":"image.png"}')
+        await app.session.send(AGENT, 1, b'{"type":9527,"envelope":"not an object"}')
+        await app.text("still listening")
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: sum(a.uid == AGENT for a in server.recvacks) == 4)
+    assert texts == ["still listening"]
+
+
+# --- HTTP API ----------------------------------------------------------------------------------
+
+
+async def test_manager_token_registers_the_agent_token_and_route_finds_the_server() -> None:
+    async with FakeWuKongIM(token_auth=True, manager_token="mgr") as server:
+        async with running_relay(server, make_hub(), manager_token="mgr") as relay:
+            token = relay.options.token
+            assert len(token) >= 24
+        assert ("POST", "/user/token", {"uid": AGENT, "token": token, "device_flag": 2, "device_level": 0}) in (
+            server.http_calls
+        )
+        assert ("GET", "/route", {}) in server.http_calls
+        assert server.tokens[(AGENT, 2)] == token
+
+
+async def test_a_wrong_manager_token_stops_the_relay() -> None:
+    async with FakeWuKongIM(manager_token="right") as server:
+        config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, manager_token="wrong")
+        with anyio.fail_after(GUARD), pytest.raises(RelayAuthError, match="refused the manager token"):
+            await Relay(config, make_hub(), timers=FAST).run()
+
+
+async def test_a_refused_agent_token_stops_the_relay() -> None:
+    async with FakeWuKongIM(token_auth=True, bad_token="close") as server:
+        config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, token="wrong", ws_url=server.ws_url)
+        with anyio.fail_after(GUARD), pytest.raises(RelayAuthError, match="before CONNACK"):
+            await Relay(config, make_hub(), timers=FAST).run()
+        assert server.http_calls == []  # ws_url given: no /route
+
+
+# --- the official JS SDK as the App ----------------------------------------------------------
+
+
+@pytest.mark.node
+@pytest.mark.skipif(js_sdk_missing() is not None, reason=js_sdk_missing() or "")
+async def test_choice_round_trip_with_the_official_js_sdk() -> None:
+    texts: list[str] = []
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with FakeWuKongIM(token_auth=True, manager_token="mgr") as server:
+        server.tokens[(APP, 1)] = "app-token"
+        args = ("--agent", AGENT, "--hello", "--answer-choice", "1")
+        async with (
+            running_relay(server, hub, manager_token="mgr"),
+            JsSdkApp(server.ws_url, APP, "app-token", *args) as app,
+        ):
+            with anyio.fail_after(GUARD):
+                await app.wait_for(
+                    "message", where=lambda e: e["content"]["envelope"]["type"] == "lineup.v1.device.welcome"
+                )
+                result = await hub.agent_call("choice", {"question": "Deploy where?", "options": ["test", "预发布"]})
+                call = await app.wait_for(
+                    "message", where=lambda e: e["content"]["envelope"]["type"] == "lineup.v1.tool.call"
+                )
+                await app.command(cmd="text", channel=AGENT, channelType=1, text="thanks")
+                await server.wait_until(lambda: texts)
+    assert (result.status, result.result) == ("completed", {"selected": "预发布", "index": 1})
+    assert call["contentType"] == 9527 and call["fromUID"] == AGENT
+    assert call["content"]["envelope"]["payload"]["name"] == "choice"
+    assert texts == ["thanks"]
+    app_acks = [a for a in server.recvacks if a.uid == APP]
+    assert {a.message_id for a in app_acks} >= {int(call["messageID"])}  # the SDK acknowledged the call
