@@ -101,12 +101,17 @@ def decode_object(data: Any) -> Envelope:
     return Envelope.model_construct(**fields)
 
 
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON (and every other peer) does not
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def decode(text: str | bytes) -> Envelope:
     """Decode one envelope from JSON text; raises ProtocolError on anything that is not valid v1."""
     if len(text) > MAX_MESSAGE_CHARS:
         raise ProtocolError(f"message: {len(text)} characters is over the limit of {MAX_MESSAGE_CHARS}")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"message: malformed JSON ({exc})") from None
     except RecursionError:

@@ -10,6 +10,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -142,14 +143,10 @@ def test_every_kind_is_fuzzed() -> None:
     assert {message["type"].removeprefix("lineup.v1.") for message in VALID} == set(KINDS)
 
 
-def test_nan_and_infinity_are_refused_not_silently_nulled() -> None:
-    # found by the fuzzer: Python's json reads them, but re-encoding turned them into null
-    for constant in ("NaN", "Infinity", "-Infinity"):
-        text = json.dumps(VALID[3]).replace('"q"', constant)
-        assert constant in text
-        try:
-            codec.decode(text)
-        except ProtocolError as exc:
-            assert str(exc) == f"message: malformed JSON ({constant} is not valid JSON)"
-        else:
-            raise AssertionError(f"{constant} was accepted")
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused_not_silently_nulled(constant: str) -> None:
+    # found by the fuzzer: Python's json read them, and re-encoding turned them into null
+    text = json.dumps(VALID[3]).replace('"q"', constant)
+    assert constant in text
+    with pytest.raises(ProtocolError, match=f"malformed JSON \\({constant} is not valid JSON\\)"):
+        codec.decode(text)
