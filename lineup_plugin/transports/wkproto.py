@@ -21,7 +21,8 @@ import enum
 import hashlib
 import secrets
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -752,6 +753,9 @@ class SessionCipher:
         return md5_hex(self.encrypt(sign))
 
 
+_Signable = TypeVar("_Signable", SendPacket, RecvPacket)
+
+
 def send_sign(packet: SendPacket) -> bytes:
     """The string a SEND's msgKey signs: clientSeq, clientMsgNo, channel, type, payload."""
     head = f"{packet.client_seq}{packet.client_msg_no}{packet.channel_id}{packet.channel_type}"
@@ -765,6 +769,12 @@ def recv_sign(packet: RecvPacket) -> bytes:
         f"{packet.from_uid}{packet.channel_id}{packet.channel_type}"
     )
     return head.encode() + packet.payload
+
+
+def signed(cipher: SessionCipher, packet: _Signable) -> _Signable:
+    """Return ``packet`` with its msgKey set (its payload must already be encrypted)."""
+    sign = send_sign(packet) if isinstance(packet, SendPacket) else recv_sign(packet)
+    return replace(packet, msg_key=cipher.msg_key(sign))
 
 
 def check_msg_key(cipher: SessionCipher, packet: SendPacket | RecvPacket) -> None:

@@ -336,8 +336,7 @@ class Session:
         body = self._cipher.encrypt(payload) if self._cipher else payload
         packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, flags=flags)
         if self._cipher:
-            key = self._cipher.msg_key(wkproto.send_sign(packet))
-            packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, msg_key=key, flags=flags)
+            packet = wkproto.signed(self._cipher, packet)
         future: asyncio.Future[SendackPacket] = asyncio.get_running_loop().create_future()
         self._pending[seq] = future
         try:

@@ -34,7 +34,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
@@ -422,7 +422,7 @@ class FakeWuKongIM:
             flags=Flags(flags),
         )
         if conn.cipher is not None:
-            packet = replace(packet, msg_key=conn.cipher.msg_key(wkproto.recv_sign(packet)))
+            packet = wkproto.signed(conn.cipher, packet)
         frame = wkproto.encode(packet, conn.version)
         if not flags & Flags.NO_PERSIST:
             conn.unacked[stored.message_id] = frame

@@ -173,8 +173,7 @@ def test_send_matches_the_sdk_encoder_including_the_msg_key() -> None:
         payload=payload,
         flags=Flags.RED_DOT,
     )
-    msg_key = cipher.msg_key(wkproto.send_sign(unsigned))
-    packet = replace(unsigned, msg_key=msg_key)
+    packet = wkproto.signed(cipher, unsigned)
     assert wkproto.encode(packet, 2).hex() == KNOWN["send_hex"]
     decoded = wkproto.decode(bytes.fromhex(KNOWN["send_hex"]), 2)
     assert decoded == packet
@@ -278,7 +277,7 @@ def test_recv_msg_key_is_checked() -> None:
     cipher = _cipher()
     payload = cipher.encrypt(b'{"type":1,"content":"hi"}')
     unsigned = RecvPacket("app", "app", 1, "c1", 99, 1, 1_700_000_000, payload)
-    signed = replace(unsigned, msg_key=cipher.msg_key(wkproto.recv_sign(unsigned)))
+    signed = wkproto.signed(cipher, unsigned)
     wkproto.check_msg_key(cipher, signed)
     tampered = replace(signed, message_seq=2)
     with pytest.raises(RelayProtocolError, match="bad msgKey on RECV message 'c1'"):

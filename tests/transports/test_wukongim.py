@@ -283,6 +283,13 @@ async def test_a_short_salt_is_a_protocol_error(server: FakeWuKongIM) -> None:
         await Session.open(server.ws_url, options("agent"))
 
 
+async def test_a_server_below_version_2_is_refused(server: FakeWuKongIM) -> None:
+    key = wkproto.public_key_b64(wkproto.generate_private_key())
+    server.connack_override = wkproto.encode(ConnackPacket(0, 1, key, "s" * 16, server_version=1), 1)
+    with pytest.raises(RelayProtocolError, match="server speaks wkproto version 1; version 2 or later is needed"):
+        await Session.open(server.ws_url, options("agent"))
+
+
 async def test_unanswered_ping_closes_the_session(server: FakeWuKongIM) -> None:
     server.answer_pings = False
     session = await Session.open(server.ws_url, options("agent", timers=Timers(ping_interval=0.01, pong_timeout=0.05)))
