@@ -117,6 +117,8 @@ class Hub:
         self._peers: list[Peer] = []
         self._live: dict[str, _Live] = {}
         self._recovered = False
+        #: the calls a previous process left pending, closed when this hub was made
+        self.recovered: list[Call] = self.recover()
 
     # ----------------------------------------------------------------------------- devices
 
@@ -136,7 +138,6 @@ class Hub:
         Calls whose cards the App still shows (``hello.open_calls``) but that ended meanwhile get
         a ``tool.cancel`` saying how they ended, so no card dangles.
         """
-        self.recover()
         self._peers.append(peer)
         self.store.audit("device.attach", device_id=peer.device_id)
         live = [item for item in self._live.values() if not item.call.done]
@@ -315,10 +316,11 @@ class Hub:
     # ------------------------------------------------------------------------------- calls
 
     def recover(self) -> list[Call]:
-        """Once, on first use: close calls a previous process left pending (their waiter is gone).
+        """Once, when the hub is made: close calls a previous process left pending (their waiter is gone).
 
         Calls past their deadline end ``expired``, the others ``cancelled``; an App that still
-        shows one of them has its card closed with that reason when it reconnects.
+        shows one of them has its card closed with that reason when it reconnects. So a store
+        belongs to one hub: a second hub on the same store would close the first one's calls.
         """
         if self._recovered:
             return []
@@ -330,6 +332,8 @@ class Hub:
                 call.end("cancelled", "the agent restarted before an answer arrived; ask again", now=now)
             self.store.save_call(call)
             self.store.audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+        if closed:
+            log.info("closed %d call(s) a previous run left pending", len(closed))
         return closed
 
     def deadline_for(self, name: str) -> float:
@@ -351,7 +355,6 @@ class Hub:
         connected gives ``failed`` saying so. If the waiting task is cancelled (the runtime was
         interrupted) the call is cancelled on every device and the cancellation propagates.
         """
-        self.recover()
         call_id = call_id or codec.new_id("call")
         repeated = await self._repeated_call(call_id)
         if repeated is not None:

@@ -152,9 +152,9 @@ async def test_a_restart_closes_pending_calls_and_tells_the_app_why(tmp_path: Pa
 
     with SQLiteStore(path) as after:
         hub = Hub(load_registry(load_entrypoints=False), store=after)
-        recovered = hub.recover()
-        assert sorted(c.call_id for c in recovered) == ["overdue", "waiting"]
+        assert sorted(c.call_id for c in hub.recovered) == ["overdue", "waiting"]  # at once, no App needed
         assert after.pending_calls() == []
+        assert hub.recover() == []  # once only
         assert after.get_call("waiting").state is CallState.CANCELLED  # type: ignore[union-attr]
         assert after.get_call("overdue").state is CallState.EXPIRED  # type: ignore[union-attr]
 
