@@ -1,0 +1,138 @@
+"""The background runner: a hub and a real DirectServer on a daemon thread, driven from blocking code."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin import load_registry
+from lineup_plugin.config import Settings
+from lineup_plugin.errors import TransportError
+from lineup_plugin.protocol.messages import ToolCancel
+from lineup_plugin.runtime.loop import Runner
+from tests.wsapp import WsApp
+
+CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
+
+
+def make_settings(tmp_path: Path, **changes: object) -> Settings:
+    values: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "token": "runner-test-token-0123456789",
+        "data_dir": tmp_path / "data",
+        "store": "memory",
+    }
+    return Settings.model_validate({**values, **changes})
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[Runner]:
+    with Runner(make_settings(tmp_path), load_registry(load_entrypoints=False)) as running:
+        yield running
+
+
+async def test_call_blocking_returns_the_apps_answer(runner: Runner) -> None:
+    assert runner.server is not None
+    app = await WsApp.connect(runner.server, "phone")
+    blocking = asyncio.create_task(asyncio.to_thread(runner.call_blocking, "choice", CHOICE, poll=0.02))
+    call = await app.next_call()
+    await app.answer(call, selected="yes", index=0)
+    result = await blocking
+    assert (result.call_id, result.status) == (call.call_id, "completed")
+    assert result.result == {"selected": "yes", "index": 0}
+    await app.close()
+
+
+async def test_interrupt_cancels_the_call_on_every_device_and_returns_cancelled(runner: Runner) -> None:
+    assert runner.server is not None
+    phone = await WsApp.connect(runner.server, "phone")
+    laptop = await WsApp.connect(runner.server, "laptop")
+    interrupted = threading.Event()
+    beats: list[None] = []
+    blocking = asyncio.create_task(
+        asyncio.to_thread(
+            runner.call_blocking,
+            "choice",
+            CHOICE,
+            is_interrupted=interrupted.is_set,
+            heartbeat=lambda: beats.append(None),
+            poll=0.02,
+        )
+    )
+    call = await phone.next_call()
+    assert (await laptop.next_call()).call_id == call.call_id
+    interrupted.set()
+    result = await blocking
+    assert (result.call_id, result.status) == (call.call_id, "cancelled")
+    assert result.result["message"] == "the agent was interrupted"
+    for app in (phone, laptop):
+        cancel = (await app.next("tool.cancel")).payload
+        assert cancel == ToolCancel(call_id=call.call_id, reason="the agent was interrupted")
+        await app.close()
+    assert beats
+
+
+def test_call_already_interrupted_sends_nothing(runner: Runner) -> None:
+    result = runner.call_blocking("choice", CHOICE, is_interrupted=lambda: True)
+    assert result.status == "cancelled"
+    assert runner.run(_pending_count(runner)) == 0
+
+
+async def _pending_count(runner: Runner) -> int:
+    return len(runner.hub.store.pending_calls())
+
+
+def test_call_without_any_app_fails_saying_so(runner: Runner) -> None:
+    result = runner.call_blocking("choice", CHOICE)
+    assert (result.status, result.result.get("error")) == ("failed", "no_app")
+
+
+async def test_stop_cancels_live_calls_and_closes_the_apps(tmp_path: Path) -> None:
+    runner = Runner(make_settings(tmp_path), load_registry(load_entrypoints=False))
+    runner.start()
+    assert runner.server is not None
+    app = await WsApp.connect(runner.server, "phone")
+    blocking = asyncio.create_task(asyncio.to_thread(runner.call_blocking, "choice", CHOICE, poll=0.02))
+    call = await app.next_call()
+    await asyncio.to_thread(runner.stop)
+    result = await blocking
+    assert (result.status, result.result["message"]) == ("cancelled", "the agent is shutting down")
+    assert (await app.next("tool.cancel")).payload == ToolCancel(call_id=call.call_id, reason=result.result["message"])
+    assert (await app.closed())[:2] == (1001, "the agent is shutting down")
+    assert not runner.running
+
+
+def test_calls_after_stop_fail_as_not_running(tmp_path: Path) -> None:
+    runner = Runner(make_settings(tmp_path), load_registry(load_entrypoints=False))
+    runner.start()
+    runner.stop()
+    result = runner.call_blocking("choice", CHOICE)
+    assert (result.status, result.result["error"]) == ("failed", "not_running")
+    with pytest.raises(TransportError, match="not running"):
+        runner.hub  # noqa: B018
+
+
+def test_start_raises_when_the_port_is_taken_and_leaves_no_thread(tmp_path: Path, runner: Runner) -> None:
+    assert runner.server is not None
+    second = Runner(make_settings(tmp_path, port=runner.server.port), load_registry(load_entrypoints=False))
+    with pytest.raises(TransportError, match="cannot listen on"):
+        second.start()
+    assert not second.running
+    assert not any(t.name == "lineup-hub" and t is not _thread_of(runner) for t in threading.enumerate())
+
+
+def _thread_of(runner: Runner) -> threading.Thread | None:
+    return runner._thread
+
+
+def test_run_and_submit_execute_on_the_loop_thread(runner: Runner) -> None:
+    async def where() -> str:
+        return threading.current_thread().name
+
+    assert runner.run(where()) == "lineup-hub"
+    assert runner.submit(where()).result(5) == "lineup-hub"
