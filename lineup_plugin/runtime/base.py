@@ -1,0 +1,194 @@
+"""The runtime-neutral adapter interface: what an agent runtime gives LineUp.
+
+A *runtime* is the agent framework the plugin lives in (Hermes Agent first). LineUp needs five
+things from it, which :class:`AgentRuntime` names:
+
+- **register a tool**: every LineUp tool becomes a native tool of the runtime, described by a
+  bare function schema ``{name, description, parameters}``;
+- **wait for a call while honouring interrupts**: while a tool waits for the user, the runtime
+  says whether the run was interrupted (:meth:`AgentRuntime.is_interrupted`) and is told that
+  the wait is alive (:meth:`AgentRuntime.heartbeat`) so it does not think the tool hung;
+- **deliver a user message**: text typed in the App goes to the agent under the runtime's own
+  rules for a busy agent (interrupt, queue or steer);
+- **interrupt or steer a run**: the App's stop button stops the run; steering adds text to it;
+- **report status**: the agent's state is pushed to the App.
+
+:class:`ToolBridge` is the runtime-neutral half: it keeps the runtime's tools in step with the
+LineUp registry (built-in, plugin and App-declared tools) and turns each call into a blocking
+wait whose :class:`~lineup_plugin.protocol.ToolResult` reaches the model as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..protocol.messages import AgentState, ToolResult
+from ..registry import Registry, function_schema
+
+log = logging.getLogger(__name__)
+
+#: a tool handler as a runtime calls it: the model's flat arguments in, JSON text out
+ToolHandler = Callable[[dict[str, Any]], str]
+
+#: what the model is told for each status that is not ``completed``
+STATUS_HINTS: dict[str, str] = {
+    "rejected": "The user declined. Do not do it; ask or choose another way.",
+    "cancelled": "The request was withdrawn before the user answered; nothing was chosen.",
+    "expired": "The user did not answer in time (this is not a refusal). Ask again later or go on without it.",
+    "unsupported": "The user's App cannot run this tool.",
+    "failed": "The tool could not run; see the message.",
+}
+
+
+def result_json(result: ToolResult) -> str:
+    """The JSON text a model reads for ``result``: status first, the App's answer under ``result``.
+
+    For every status other than ``completed`` a short ``hint`` says what the status means, so an
+    ``expired`` wait is never read as a refusal.
+    """
+    body: dict[str, Any] = {"status": result.status, "tool": result.name, "call_id": result.call_id}
+    if result.action:
+        body["action"] = result.action
+    body["result"] = result.result
+    hint = STATUS_HINTS.get(result.status)
+    if hint:
+        body["hint"] = hint
+    return json.dumps(body, ensure_ascii=False)
+
+
+class BlockingCall(Protocol):
+    """Calls a LineUp tool from a runtime's worker thread and blocks until its terminal result.
+
+    ``is_interrupted`` is polled while waiting: once it is true the call is cancelled on every
+    device and a ``cancelled`` result is returned. ``heartbeat`` is called every poll slice.
+    ``deadline`` is the wait in seconds; when it passes the result is ``expired``.
+    """
+
+    def __call__(
+        self,
+        name: str,
+        flat_args: dict[str, Any],
+        *,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None],
+        deadline: float,
+    ) -> ToolResult: ...
+
+
+class AgentRuntime(ABC):
+    """What a Hermes-style agent runtime provides to LineUp. Every method is thread-safe."""
+
+    #: the runtime's name, e.g. ``"hermes"``
+    name: str = "runtime"
+
+    @abstractmethod
+    def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
+        """Make ``schema`` (``{name, description, parameters}``) a native tool that runs ``handler``.
+
+        Registering a name again replaces the earlier tool of that name.
+        """
+
+    @abstractmethod
+    def unregister_tool(self, name: str) -> None:
+        """Remove a tool registered with :meth:`register_tool` (no error if it is not there)."""
+
+    @abstractmethod
+    def is_interrupted(self) -> bool:
+        """Whether the run that called the tool on the current thread was interrupted."""
+
+    @abstractmethod
+    def heartbeat(self, label: str, started: float) -> None:
+        """Tell the runtime a tool has been waiting since ``started`` (``time.monotonic()``).
+
+        Called every poll slice while a tool waits; the runtime decides how often it acts on it.
+        """
+
+    @abstractmethod
+    def deliver_message(self, text: str, *, sender: str) -> bool:
+        """A user message from the App (``sender`` is the device id).
+
+        An idle agent starts a turn with it; a busy one follows the runtime's rules (interrupt,
+        queue or steer). Returns False when there is no agent to take it.
+        """
+
+    @abstractmethod
+    def interrupt(self, message: str | None = None) -> bool:
+        """Stop the current run, optionally because of the new ``message``; False if none runs."""
+
+    @abstractmethod
+    def steer(self, text: str) -> bool:
+        """Add ``text`` to the current run without stopping it; False if none runs."""
+
+    @abstractmethod
+    def report_status(self, state: AgentState, detail: str | None = None) -> None:
+        """Push the agent's state (thinking, waiting_input, idle...) to the user's devices."""
+
+
+class ToolBridge:
+    """Keeps a runtime's native tools in step with the LineUp registry.
+
+    Each registered tool's handler calls ``call`` (a :class:`BlockingCall`) with the runtime's
+    interrupt check and heartbeat, and returns :func:`result_json` of the result.
+    """
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        registry: Registry,
+        call: BlockingCall,
+        *,
+        deadline_for: Callable[[str], float],
+    ) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self.call = call
+        self.deadline_for = deadline_for
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def names(self) -> list[str]:
+        """The tools currently registered with the runtime."""
+        with self._lock:
+            return list(self._schemas)
+
+    def sync(self, *, force: bool = False) -> tuple[list[str], list[str]]:
+        """Register new or changed tools (all of them with ``force``), unregister gone ones.
+
+        Returns the ``(added, removed)`` tool names.
+        """
+        wanted = {tool.name: function_schema(tool.definition) for tool in self.registry}
+        with self._lock:
+            added = [name for name, schema in wanted.items() if force or self._schemas.get(name) != schema]
+            removed = [name for name in self._schemas if name not in wanted]
+            for name in removed:
+                self.runtime.unregister_tool(name)
+                del self._schemas[name]
+            for name in added:
+                self.runtime.register_tool(wanted[name], self.handler(name))
+                self._schemas[name] = wanted[name]
+        return added, removed
+
+    def handler(self, name: str) -> ToolHandler:
+        """The handler the runtime runs for tool ``name``."""
+
+        def handle(flat_args: dict[str, Any]) -> str:
+            started = time.monotonic()
+            result = self.call(
+                name,
+                dict(flat_args or {}),
+                is_interrupted=self.runtime.is_interrupted,
+                heartbeat=lambda: self.runtime.heartbeat(f"waiting for the user to answer {name}", started),
+                deadline=self.deadline_for(name),
+            )
+            log.debug("tool %s ended %s", name, result.status)
+            return result_json(result)
+
+        handle.__name__ = f"lineup_{name}"
+        return handle
