@@ -388,7 +388,8 @@ class Session:
                     self._dispatch(packet)
                 packets = _feed(self._parser, self._link, await self._link.recv())
         except EOFError as exc:
-            await self._shutdown(RelayError(f"wukongim connection lost: {exc}"))
+            partial = f" in the middle of a frame ({self._parser.pending} bytes)" if self._parser.pending else ""
+            await self._shutdown(RelayError(f"wukongim connection lost{partial}: {exc}"))
         except RelayError as exc:
             await self._shutdown(exc)
         except OSError as exc:

@@ -246,6 +246,15 @@ async def test_truncated_frame_closes_the_session_with_a_clear_error(server: Fak
     assert "truncated frame" in str(error)
 
 
+async def test_tcp_close_inside_a_frame_is_reported(server: FakeWuKongIM) -> None:
+    session = await Session.open(server.tcp_url, options("agent"))
+    await server.inject("agent", wkproto.encode(SendackPacket(1, 1, 1, 1))[:5])
+    await server.drop("agent")
+    with anyio.fail_after(GUARD):
+        error = await session.wait_closed()
+    assert "connection lost in the middle of a frame (5 bytes)" in str(error)
+
+
 async def test_oversized_length_closes_the_session_with_a_clear_error(server: FakeWuKongIM) -> None:
     error = await closed_by(server, bytes([PacketType.RECV << 4]) + b"\xff\xff\xff\x7f")
     assert isinstance(error, RelayProtocolError)
