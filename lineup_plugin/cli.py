@@ -1,0 +1,110 @@
+"""The ``lineup`` command.
+
+- ``lineup demo [--host H] [--port P] [--token T] [--data-dir D]``: the direct server with a
+  scripted agent that uses every built-in tool (see :mod:`lineup_plugin.demo`);
+- ``lineup tools [--json]``: the tool catalog (name, type, actions, source plugin).
+
+Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
+prints what is wrong and exits with status 2; any other LineUp error exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .config import load_settings
+from .errors import ConfigError, LineUpError
+from .plugins import load_registry
+from .registry import Registry
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``lineup``."""
+    parser = argparse.ArgumentParser(prog="lineup", description="LineUp: agent tools that live on the user's App.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the server does")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="serve the App with a scripted agent that uses every built-in tool")
+    demo.add_argument("--host", help="address to listen on (default 0.0.0.0: every interface)")
+    demo.add_argument("--port", type=int, help="port to listen on (default 9527; 0 picks a free one)")
+    demo.add_argument("--token", help="the token the App must send (default: generated and kept in the data dir)")
+    demo.add_argument("--data-dir", help="where the generated token is kept (default ~/.hermes/lineup)")
+    demo.set_defaults(run=run_demo)
+
+    tools = commands.add_parser("tools", help="list every tool the installed plugins provide")
+    tools.add_argument("--json", action="store_true", help="print the tool definitions as JSON")
+    tools.set_defaults(run=run_tools)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``lineup`` with ``argv`` (default: the command line); returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        status: int = args.run(args)
+    except ConfigError as exc:
+        print(f"lineup: error: {exc}", file=sys.stderr)
+        return 2
+    except LineUpError as exc:
+        print(f"lineup: error: {exc}", file=sys.stderr)
+        return 1
+    return status
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``lineup demo``: serve until Ctrl+C."""
+    from .demo import Demo
+
+    given = {"host": args.host, "port": args.port, "token": args.token, "data_dir": args.data_dir}
+    settings = load_settings({key: value for key, value in given.items() if value is not None})
+
+    async def serve() -> None:
+        async with Demo(settings) as demo:
+            await demo.run()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        print("\nlineup demo stopped", file=sys.stderr)
+    return 0
+
+
+def catalog(registry: Registry) -> list[dict[str, Any]]:
+    """One row per tool: ``{name, type, actions, source}`` (``actions`` empty for an action tool)."""
+    return [
+        {
+            "name": tool.name,
+            "type": tool.definition.type,
+            "actions": tool.definition.action_names(),
+            "source": tool.source,
+        }
+        for tool in registry
+    ]
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    """``lineup tools``: print the catalog as a table, or the wire definitions as JSON."""
+    registry = load_registry()
+    if args.json:
+        definitions = [tool.model_dump(mode="json", exclude_none=True) for tool in registry.definitions()]
+        print(json.dumps(definitions, indent=2, ensure_ascii=False))
+        return 0
+    rows = [("NAME", "TYPE", "ACTIONS", "SOURCE")]
+    rows += [(r["name"], r["type"], ",".join(r["actions"]) or "-", r["source"]) for r in catalog(registry)]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
