@@ -216,13 +216,18 @@ class SendPacket:
 
 @dataclass(frozen=True, slots=True)
 class SendackPacket:
-    """SENDACK: the server's verdict on the SEND with the same ``client_seq``."""
+    """SENDACK: the server's verdict on the SEND with the same ``client_seq``.
+
+    WuKongIM v3 appends the SEND's ``client_msg_no`` (a string after the reason code) when it
+    has one; v2 never does.
+    """
 
     message_id: int
     client_seq: int
     message_seq: int
     reason_code: int
     flags: Flags = Flags.NONE
+    client_msg_no: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +469,8 @@ def _encode_body(packet: Packet, version: int) -> tuple[PacketType, int, bytes]:
             w.u32(packet.client_seq)
             w.u32(packet.message_seq)
             w.u8(packet.reason_code)
+            if packet.client_msg_no:
+                w.string(packet.client_msg_no)
             return PacketType.SENDACK, packet.flags, bytes(w.buf)
         case RecvPacket():
             w.u8(packet.setting)
@@ -603,6 +610,8 @@ def _decode_body(packet_type: PacketType, flags: int, body: bytes, version: int)
         return _decode_send(r, header, version)
     elif packet_type is PacketType.SENDACK:
         packet = SendackPacket(r.i64("messageId"), r.u32("clientSeq"), r.u32("messageSeq"), r.u8("reasonCode"), header)
+        if r.remaining:
+            packet = replace(packet, client_msg_no=r.string("clientMsgNo"))
     elif packet_type is PacketType.RECV:
         return _decode_recv(r, header, version)
     elif packet_type is PacketType.RECVACK:
@@ -611,8 +620,8 @@ def _decode_body(packet_type: PacketType, flags: int, body: bytes, version: int)
         packet = DisconnectPacket(r.u8("reasonCode"), r.string("reason"), header)
     else:
         return OtherPacket(packet_type, r.rest(), header)
-    if r.remaining:
-        raise RelayProtocolError(f"{packet_type.name} body has {r.remaining} unexpected bytes")
+    # Bytes after the known fields are ignored, as WuKongIMGoProto and the JS SDK do: a newer
+    # server may append fields (v3 did so to SENDACK).
     return packet
 
 

@@ -11,7 +11,8 @@ and the official JS SDK can tell the difference:
 * SEND: msgKey verified and payload decrypted, else SENDACK reason 9; person channels are
   routed to the target uid (seen there with ``channel_id`` = the sender) and copied to the
   sender's other connections with RedDot cleared, never back to the sending connection; SENDACK
-  echoes ``clientSeq`` and the SEND's header flags.
+  echoes ``clientSeq`` and the SEND's header flags (and, with ``v3_sendack``, the clientMsgNo
+  that v3 appends).
 * RECV is encrypted and signed per recipient connection, with version-dependent fields; every
   RECVACK is recorded and unacknowledged messages can be re-pushed (:meth:`redeliver`).
 * HTTP: ``/route``, ``/user/token``, ``/message/send``, ``/channel``, ``/channel/subscriber_add``
@@ -129,12 +130,14 @@ class FakeWuKongIM:
         encryption: bool = True,
         manager_token: str | None = None,
         max_version: int = wkproto.LATEST_VERSION,
+        v3_sendack: bool = False,
     ) -> None:
         self.token_auth = token_auth
         self.bad_token = bad_token
         self.encryption = encryption
         self.manager_token = manager_token
         self.max_version = max_version
+        self.v3_sendack = v3_sendack
         self.tokens: dict[tuple[str, int], str] = {}
         self.groups: dict[str, set[str]] = {}
         self.connect_reasons: dict[str, int] = {}
@@ -359,8 +362,11 @@ class FakeWuKongIM:
         stored = self._store(
             conn.uid, packet.channel_id, packet.channel_type, payload, packet.client_msg_no, packet.flags
         )
+        echo = packet.client_msg_no if self.v3_sendack else ""  # v3 appends it, v2 never
         await conn.send(
-            SendackPacket(stored.message_id, packet.client_seq, stored.message_seq, ReasonCode.SUCCESS, packet.flags)
+            SendackPacket(
+                stored.message_id, packet.client_seq, stored.message_seq, ReasonCode.SUCCESS, packet.flags, echo
+            )
         )
         await self._fan_out(stored, exclude=conn)
 

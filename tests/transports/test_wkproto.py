@@ -300,11 +300,16 @@ def test_short_body_names_the_missing_field() -> None:
         wkproto.decode(frame)
 
 
-def test_trailing_bytes_in_a_fixed_body_are_refused() -> None:
-    body = wkproto.encode(RecvackPacket(1, 1))[2:] + b"x"
+def test_trailing_bytes_after_the_known_fields_are_ignored() -> None:
+    body = wkproto.encode(RecvackPacket(1, 1))[2:] + b"future field"
     frame = bytes([PacketType.RECVACK << 4]) + wkproto.encode_varint(len(body)) + body
-    with pytest.raises(RelayProtocolError, match="1 unexpected bytes"):
-        wkproto.decode(frame)
+    assert wkproto.decode(frame) == RecvackPacket(1, 1)
+
+
+def test_v3_sendack_with_a_client_msg_no_decodes() -> None:
+    packet = SendackPacket(message_id=5, client_seq=7, message_seq=9, reason_code=1, client_msg_no="cmn-1")
+    assert wkproto.encode(packet).hex().startswith("4018")
+    assert wkproto.decode(wkproto.encode(packet)) == packet
 
 
 @pytest.mark.parametrize("header", [0x00, 0xD0, 0xF0])

@@ -88,6 +88,14 @@ async def test_an_older_server_version_is_adopted() -> None:
         await session.close()
 
 
+async def test_a_v3_sendack_with_client_msg_no_is_understood() -> None:
+    async with FakeWuKongIM(v3_sendack=True) as server:
+        session = await Session.open(server.ws_url, options("agent"))
+        ack = await session.send("app", 1, b"{}", client_msg_no="cmn-42")
+        assert (ack.client_msg_no, ack.message_id) == ("cmn-42", server.messages[0].message_id)
+        await session.close()
+
+
 async def test_unsupported_protocol_version_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="protocol_version: must be 2 to 5, got 6"):
         options("alice", version=6)
