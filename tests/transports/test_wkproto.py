@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import shutil
 import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -34,8 +32,7 @@ from lineup_plugin.transports.wkproto import (
     SessionCipher,
     Setting,
 )
-
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
+from tests.fakes.wukongim import JS_DIR, js_sdk_missing
 
 # Printed by tests/js/known-answers.mjs: the SDK's curve25519-js, md5-typescript, CryptoJS and
 # Proto.encode on RFC 7748's private keys (section 6.1) and fixed packet fields.
@@ -363,12 +360,11 @@ def test_recv_round_trips(packet: RecvPacket, version: int) -> None:
 # --- the vectors above really are the SDK's -----------------------------------------------------
 
 
+@pytest.mark.node
+@pytest.mark.skipif(js_sdk_missing() is not None, reason=js_sdk_missing() or "")
 def test_vectors_are_reproduced_by_the_sdk() -> None:
-    node = shutil.which("node")
-    if node is None or not (JS_DIR / "node_modules" / "wukongimjssdk").is_dir():
-        pytest.skip("node or tests/js/node_modules missing: run `npm ci --prefix tests/js`")
     out = subprocess.run(
-        [node, "--import", "./wk-register.mjs", "known-answers.mjs"],
+        ["node", "--import", "./wk-register.mjs", "known-answers.mjs"],
         cwd=JS_DIR,
         capture_output=True,
         check=True,
