@@ -1,0 +1,46 @@
+"""A LineUp agent in a process of its own, for the restart tests (run it, kill it, run it again).
+
+It runs what the Hermes adapter runs: a :class:`Runner` (hub, SQLite store from the settings,
+direct server) on 127.0.0.1 with a free port and ``LINEUP_*`` settings from the environment.
+Its first stdout line is JSON: ``{"port": ..., "recovered": [{"call_id", "state", "message"}...]}``.
+With ``--call`` it then waits for an App and asks it one ``choice``, printing ``{"result": ...}``
+when the call ends. It serves until it is killed.
+
+    python tests/agent_process.py --data-dir DIR [--call]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+
+from lineup_plugin.config import load_settings
+from lineup_plugin.runtime.loop import Runner
+
+QUESTION = {"question": "Deploy where?", "options": ["staging", "production"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--call", action="store_true", help="ask one choice once an App is attached")
+    args = parser.parse_args()
+    settings = load_settings({"mode": "direct", "host": "127.0.0.1", "port": 0, "data_dir": args.data_dir})
+    runner = Runner(settings)
+    runner.start()
+    assert runner.server is not None
+    recovered = [
+        {"call_id": c.call_id, "state": str(c.state), "message": c.result.result.get("message") if c.result else None}
+        for c in runner.hub.recovered
+    ]
+    print(json.dumps({"port": runner.server.port, "recovered": recovered}), flush=True)
+    if args.call:
+        runner.run(runner.server.wait_for_device())
+        result = runner.call_blocking("choice", QUESTION)
+        print(json.dumps({"result": result.model_dump(mode="json")}), flush=True)
+    threading.Event().wait()  # serve until killed
+
+
+if __name__ == "__main__":
+    main()
