@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", help="address to listen on (default 0.0.0.0: every interface)")
     demo.add_argument("--port", type=int, help="port to listen on (default 9527; 0 picks a free one)")
     demo.add_argument("--token", help="the token the App must send (default: generated and kept in the data dir)")
-    demo.add_argument("--data-dir", help="where the generated token is kept (default ~/.hermes/lineup)")
+    demo.add_argument("--data-dir", help="where the token and the call store are kept (default ~/.hermes/lineup)")
     demo.set_defaults(run=run_demo)
 
     tools = commands.add_parser("tools", help="list every tool the installed plugins provide")

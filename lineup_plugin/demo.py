@@ -21,6 +21,7 @@ from .hub import Hub
 from .plugins import load_registry
 from .protocol.messages import ToolResult
 from .registry import Registry
+from .store import open_store
 from .transports.direct import DirectServer
 
 AGAIN = "again"
@@ -57,6 +58,7 @@ class Demo:
         self.out = out
         self.hub = Hub(
             registry if registry is not None else load_registry(),
+            store=open_store(settings),
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
@@ -71,7 +73,11 @@ class Demo:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Demo:
-        await self.server.start()
+        try:
+            await self.server.start()
+        except BaseException:
+            self.hub.store.close()
+            raise
         self.out("LineUp demo: a scripted agent (no LLM) that uses every built-in tool.")
         self.out("Open this link on your phone or in a browser on the same network:")
         self.out(f"  {self.server.connect_link}")
@@ -86,6 +92,7 @@ class Demo:
             self._task.cancel()
             await asyncio.wait([self._task])
         await self.server.close()
+        self.hub.store.close()
 
     async def run(self) -> None:
         """Serve until cancelled (Ctrl+C)."""
