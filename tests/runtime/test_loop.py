@@ -120,14 +120,11 @@ def test_calls_after_stop_fail_as_not_running(tmp_path: Path) -> None:
 def test_start_raises_when_the_port_is_taken_and_leaves_no_thread(tmp_path: Path, runner: Runner) -> None:
     assert runner.server is not None
     second = Runner(make_settings(tmp_path, port=runner.server.port), load_registry(load_entrypoints=False))
+    before = set(threading.enumerate())
     with pytest.raises(TransportError, match="cannot listen on"):
         second.start()
     assert not second.running
-    assert not any(t.name == "lineup-hub" and t is not _thread_of(runner) for t in threading.enumerate())
-
-
-def _thread_of(runner: Runner) -> threading.Thread | None:
-    return runner._thread
+    assert [t.name for t in set(threading.enumerate()) - before] == []
 
 
 def test_run_and_submit_execute_on_the_loop_thread(runner: Runner) -> None:
