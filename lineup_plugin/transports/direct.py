@@ -115,9 +115,9 @@ class _Close:
 class DirectPeer:
     """One authenticated App connection, as the hub sees it.
 
-    :meth:`send` never waits: messages go onto a queue of at most ``max_queue`` that a writer
-    task drains. When it overflows, the App is not reading: this connection alone is closed
-    (1008) and :meth:`send` raises TransportError.
+    :meth:`send` does not wait on the App: messages go onto a queue of at most ``max_queue`` that
+    a writer task drains. When it is still full after the writer had a turn, the App is not
+    reading: this connection alone is closed (1008) and :meth:`send` raises TransportError.
     """
 
     def __init__(self, connection: ServerConnection, device_id: str, *, max_queue: int, close_timeout: float) -> None:
@@ -134,6 +134,8 @@ class DirectPeer:
         """Queue one encoded envelope for the App."""
         if self.close_reason is not None:
             raise TransportError(f"device {self.device_id}: connection closing ({self.close_reason})")
+        if self._queue.full():
+            await asyncio.sleep(0)  # one turn for the writer: an App that reads takes everything at once
         try:
             self._queue.put_nowait(text)
         except asyncio.QueueFull:
@@ -168,13 +170,16 @@ class DirectPeer:
         await asyncio.wait(pending)
 
     async def _write(self) -> None:
-        with suppress(ConnectionClosed):
+        try:
             while True:
                 item = await self._queue.get()
                 if isinstance(item, _Close):
                     await close_connection(self.connection, item.code, item.reason, self._close_timeout)
                     return
                 await self.connection.send(item)
+        except ConnectionClosed:
+            if self.close_reason is None:
+                self.close_reason = "the App closed the connection"
 
 
 def lan_address() -> str:
@@ -433,7 +438,11 @@ class DirectServer:
                 if isinstance(data, bytes):
                     await self._tell(peer, "binary_not_supported", "binary frames are not supported; send JSON text")
                     continue
-                await self.hub.receive(peer, data)
+                try:
+                    await self.hub.receive(peer, data)
+                except Exception:  # a bug must cost one message, not the connection
+                    log.exception("the hub failed on a message from %s", peer.device_id)
+                    await self._tell(peer, "internal_error", "the agent could not handle this message")
         finally:
             await self.hub.detach(peer)
             self._devices_changed.set()

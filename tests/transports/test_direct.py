@@ -354,6 +354,16 @@ async def test_slow_reader_overflows_its_queue_and_alone_is_closed(tmp_path: Pat
         await good.close()
 
 
+async def test_burst_larger_than_the_queue_reaches_an_app_that_reads(tmp_path: Path) -> None:
+    async with running(tmp_path, settings={"max_queue": 2}) as server:
+        app = await WsApp.connect(server, "phone")
+        for index in range(20):
+            await server.hub.send_text(f"line {index}")
+        texts = [(await app.next("text")).payload.text for _ in range(20)]  # type: ignore[union-attr]
+        assert texts == [f"line {index}" for index in range(20)]
+        await app.close()
+
+
 async def test_flood_gets_rate_limited_then_closed(tmp_path: Path) -> None:
     limits = Limits(message_rate=0.001, message_burst=3, flood_strikes=5)
     async with running(tmp_path, limits=limits) as server:
