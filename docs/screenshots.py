@@ -1,0 +1,83 @@
+"""Take the App screenshots in docs/ with the real direct server, a hub call and headless Chromium.
+
+Run from the repository root: ``.venv/bin/python docs/screenshots.py``. It writes
+``docs/choice-card.png`` (a choice card in the chat) and ``docs/canvas.png`` (a canvas the agent
+drew on), both phone-sized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.async_api import Page, async_playwright, expect
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lineup_plugin import Hub, load_registry  # noqa: E402
+from lineup_plugin.config import Settings  # noqa: E402
+from lineup_plugin.transports.direct import DirectServer  # noqa: E402
+from tests.e2e.browser import PHONE, launch  # noqa: E402
+
+DOCS = ROOT / "docs"
+
+#: a small landscape, stroke by stroke: (path, colour, width)
+LANDSCAPE = [
+    ("M0 230 L360 230", "#4a7c3a", 6),
+    ("M0 230 L90 110 L150 180 L220 80 L360 230", "#5b6b7c", 5),
+    ("M50 230 L50 200 M35 205 L50 175 L65 205 Z", "#2e7d32", 4),
+    ("M300 40 m-22 0 a22 22 0 1 0 44 0 a22 22 0 1 0 -44 0", "#f2a900", 5),
+    ("M30 60 q15 -12 30 0 q15 -12 30 0", "#2f6fed", 3),
+]
+
+
+async def user_says(page: Page, text: str) -> None:
+    await page.get_by_label("Message to the agent").fill(text)
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".msg-user").last).to_have_text(text)
+    await page.get_by_label("Message to the agent").blur()  # no focus ring in the pictures
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as data:
+        settings = Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
+        hub = Hub(load_registry(load_entrypoints=False), agent_id="hermes")
+        async with DirectServer(hub, settings) as server, async_playwright() as playwright:
+            browser = await launch(playwright)
+            context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
+            page = await context.new_page()
+            await page.goto(server.connect_link)
+            await expect(page.locator("#link")).to_have_text("Connected")
+
+            await user_says(page, "Ship build 1.4.2, please.")
+            await hub.send_text("Build 1.4.2 passed all 312 checks. Where should I deploy it?")
+            await hub.set_status("waiting_input")
+            question = {
+                "question": "Deploy build 1.4.2 to which environment?",
+                "options": ["test", "staging", "production"],
+            }
+            choice = asyncio.create_task(hub.call("choice", question))
+            await expect(page.get_by_role("button", name="production")).to_be_visible()
+            await page.screenshot(path=DOCS / "choice-card.png")
+            await page.get_by_role("button", name="staging").click()
+            await choice
+
+            await hub.set_status("running")
+            await user_says(page, "Draw me a landscape.")
+            opened = await hub.call("canvas", {"width": 360, "height": 240}, action="open")
+            instance = opened.result["instance_id"]
+            for path, color, width in LANDSCAPE:
+                arguments = {"instance_id": instance, "path": path, "color": color, "width": width}
+                await hub.call("canvas", arguments, action="draw")
+            await hub.send_text("Here it is: mountains, a meadow, the sun and a bird.")
+            await hub.set_status("idle")
+            await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
+            await page.screenshot(path=DOCS / "canvas.png")
+            await browser.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

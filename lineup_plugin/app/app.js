@@ -1,0 +1,144 @@
+// The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
+
+import { Boards } from "./canvas.js";
+import { Deck } from "./cards/deck.js";
+import { Feed, showAgentStatus, showLink } from "./chat.js";
+import { Connection } from "./connection.js";
+import { loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
+import { peer } from "./envelope.js";
+
+takeTokenFromFragment(); // first of all: the token must not stay in the address bar
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  connectView: $("connect"),
+  connectForm: $("connect-form"),
+  host: $("host"),
+  token: $("token"),
+  connectError: $("connect-error"),
+  connectButton: $("connect-button"),
+  chatView: $("chat"),
+  agentName: $("agent-name"),
+  link: $("link"),
+  status: $("agent-status"),
+  stop: $("stop"),
+  disconnect: $("disconnect"),
+  feed: $("feed"),
+  scroller: $("scroller"),
+  composer: $("composer"),
+  message: $("message"),
+};
+
+const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
+
+const feed = new Feed(ui.feed, ui.scroller);
+let connection = null;
+const deck = new Deck({
+  show: (el) => feed.add(el),
+  send: (kind, payload) => connection.send(kind, payload),
+  boards: new Boards(),
+});
+
+function showConnect(error = "") {
+  ui.chatView.hidden = true;
+  ui.connectView.hidden = false;
+  ui.connectButton.disabled = false;
+  ui.connectError.textContent = error;
+  ui.connectError.hidden = !error;
+  (error || !ui.token.value ? ui.token : ui.connectButton).focus();
+}
+
+function showChat() {
+  ui.connectView.hidden = true;
+  ui.chatView.hidden = false;
+}
+
+const HANDLERS = {
+  "device.welcome": (payload) => {
+    if (payload.agent?.id) peer.agentId = payload.agent.id;
+    ui.agentName.textContent = peer.agentId;
+    const wasHidden = ui.chatView.hidden;
+    showChat();
+    if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
+  },
+  "agent.status": (payload) => showAgentStatus(ui.status, ui.stop, payload),
+  text: (payload) => feed.message("agent", String(payload.text ?? "")),
+  "tool.call": (payload) => deck.call(payload),
+  "tool.cancel": (payload) => deck.cancel(payload),
+  error: (payload) => {
+    if (payload.code === "auth_failed") return; // the close that follows says it
+    if (!deck.problem(payload)) feed.message("system", `The agent refused a message: ${payload.message}`);
+  },
+};
+
+connection = new Connection({
+  onMessage: ({ kind, payload }) => HANDLERS[kind]?.(payload), // other kinds: nothing to show
+  onState: (state) => showLink(ui.link, state),
+  onAuthFailed: () => showConnect(WRONG_TOKEN),
+  onUnreachable: (message) => showConnect(message),
+  onProblem: (message) => feed.message("system", message),
+  openCalls: () => deck.openCalls(),
+});
+
+function start({ host, token }) {
+  ui.host.value = host;
+  ui.token.value = token;
+  connection.connect(host, token);
+}
+
+ui.connectForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const host = ui.host.value.trim() || location.host;
+  const token = ui.token.value.trim();
+  if (!token) {
+    showConnect("Enter the token printed by the agent.");
+    return;
+  }
+  saveCredentials({ host, token });
+  ui.connectError.hidden = true;
+  ui.connectButton.disabled = true;
+  start({ host, token });
+});
+
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = ui.message.value.trim();
+  if (!text) return;
+  connection.send("text", { text });
+  feed.message("user", text);
+  ui.message.value = "";
+  fitMessageBox();
+});
+
+function fitMessageBox() {
+  ui.message.style.height = "auto";
+  ui.message.style.height = `${ui.message.scrollHeight + 2}px`;
+}
+
+ui.message.addEventListener("input", fitMessageBox);
+
+ui.message.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+
+ui.stop.addEventListener("click", () => {
+  connection.send("agent.stop", { reason: "the user pressed stop" });
+  feed.message("system", "Asked the agent to stop.");
+});
+
+ui.disconnect.addEventListener("click", () => {
+  connection.disconnect();
+  showConnect();
+});
+
+const saved = loadCredentials();
+ui.host.value = saved.host;
+if (saved.token) {
+  showChat();
+  start(saved);
+} else {
+  showConnect();
+}

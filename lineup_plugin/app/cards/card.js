@@ -1,0 +1,78 @@
+// One card in the feed for one tool call: it answers exactly once, or is dismissed with a reason.
+
+import { h, uid } from "../dom.js";
+
+const STATUS_TEXT = {
+  completed: "Done",
+  rejected: "Rejected",
+  cancelled: "Cancelled",
+  expired: "Expired",
+  unsupported: "Not supported by this App",
+  failed: "Failed",
+};
+
+export class Card {
+  /** `send(kind, payload)` sends an envelope to the agent; `label` names the tool for people. */
+  constructor(call, send, label) {
+    this.call = call;
+    this.send = send;
+    this.result = null;
+    this.dismissed = false;
+    this.body = h("fieldset", { class: "card-body" });
+    this.outcome = h("p", { class: "card-outcome", role: "status", hidden: true });
+    this.el = h(
+      "article",
+      { class: "card", tabindex: "-1", "data-call-id": call.call_id, "data-tool": call.name, "data-state": "waiting" },
+      h("header", { class: "card-head" }, h("span", { class: "card-tag" }, label)),
+      this.body,
+      this.outcome,
+    );
+  }
+
+  /** Whether the card takes no more answers (answered here, or dismissed). */
+  get closed() {
+    return this.result !== null || this.dismissed;
+  }
+
+  /** Add the card's question as its heading (and accessible name). */
+  heading(text) {
+    const id = uid("card-q");
+    this.body.append(h("h2", { class: "card-question", id }, text));
+    this.el.setAttribute("aria-labelledby", id);
+  }
+
+  /**
+   * Send the one tool.result of this call; later answers are ignored. `summary` is shown on the
+   * card ("" shows nothing, undefined a generic text for the status). Returns whether it was sent.
+   */
+  answer(status, result, summary) {
+    if (this.closed) return false;
+    const { call_id, name, action } = this.call;
+    this.result = { call_id, name, action: action ?? undefined, status, result };
+    this.send("tool.result", this.result);
+    this.settle(status, summary === undefined ? STATUS_TEXT[status] ?? status : summary);
+    return true;
+  }
+
+  /** The agent withdrew the call (answered on another device, expired, ...): grey it out, show why. */
+  dismiss(reason) {
+    if (this.closed) return;
+    this.dismissed = true;
+    this.el.classList.add("dismissed");
+    this.settle("dismissed", reason || "Withdrawn by the agent");
+  }
+
+  /** Append a remark under the card, e.g. the agent refused our answer. */
+  note(text) {
+    this.el.append(h("p", { class: "card-note", role: "status" }, text));
+  }
+
+  settle(state, text) {
+    const hadFocus = this.el.contains(document.activeElement);
+    this.body.disabled = true;
+    this.el.dataset.state = state;
+    this.outcome.textContent = text;
+    this.outcome.hidden = !text;
+    if (hadFocus) this.el.focus();
+  }
+}

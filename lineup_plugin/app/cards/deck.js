@@ -1,0 +1,64 @@
+// The cards of every tool call: one card per call_id, acknowledged when shown, answered once,
+// dismissed when the agent withdraws the call.
+
+import { Card } from "./card.js";
+import { calculator } from "./calculator.js";
+import { canvas } from "./canvas.js";
+import { choice } from "./choice.js";
+import { confirm } from "./confirm.js";
+import { input } from "./input.js";
+import { unsupported } from "./unsupported.js";
+
+/** Renderer of each App tool; `interactive` ones wait for the user, the others answer at once. */
+export const RENDERERS = { choice, confirm, input, calculator, canvas };
+
+export class Deck {
+  /** `show(element)` puts a card in the feed; `send(kind, payload)` sends to the agent. */
+  constructor({ show, send, boards }) {
+    this.show = show;
+    this.send = send;
+    this.context = { boards };
+    this.cards = new Map();
+  }
+
+  /** A tool.call arrived. A repeated call_id is not shown again: it is re-acknowledged or re-answered. */
+  call(request) {
+    const { call_id: callId } = request;
+    if (typeof callId !== "string" || typeof request.name !== "string") return;
+    const known = this.cards.get(callId);
+    if (known) {
+      if (known.result) this.send("tool.result", known.result); // our answer may have been lost in a reconnect
+      else if (!known.dismissed && known.interactive) this.send("tool.ack", { call_id: callId, stage: "waiting_user" });
+      return;
+    }
+    const renderer = Object.hasOwn(RENDERERS, request.name) ? RENDERERS[request.name] : unsupported;
+    const card = new Card(request, this.send, renderer.label);
+    card.interactive = renderer.interactive;
+    this.cards.set(callId, card);
+    if (!renderer.interactive) this.send("tool.ack", { call_id: callId, stage: "acknowledged" });
+    try {
+      renderer.render(card, request.arguments ?? {}, this.context);
+    } catch (error) {
+      card.answer("failed", { message: `the App could not show this call: ${error.message}` });
+    }
+    if (renderer.visible?.(request) ?? true) this.show(card.el);
+    if (renderer.interactive && !card.closed) this.send("tool.ack", { call_id: callId, stage: "waiting_user" });
+  }
+
+  /** tool.cancel: the call ended elsewhere (answered on another device, expired, stopped...). */
+  cancel({ call_id: callId, reason }) {
+    this.cards.get(callId)?.dismiss(reason);
+  }
+
+  /** An error about one of our calls (e.g. our answer came too late): say so on its card. */
+  problem({ call_id: callId, message }) {
+    const card = this.cards.get(callId);
+    if (card) card.note(`The agent did not take this answer: ${message}`);
+    return Boolean(card);
+  }
+
+  /** Calls whose cards still wait for the user (sent in device.hello on every reconnect). */
+  openCalls() {
+    return [...this.cards.values()].filter((card) => !card.closed).map((card) => card.call.call_id);
+  }
+}

@@ -1,0 +1,132 @@
+"""Fixtures for end-to-end tests: real headless Chromium (Debian's, driven by Playwright) against
+the reference App served by a real :class:`~lineup_plugin.transports.direct.DirectServer`.
+
+The browser is started once per session; every test gets its own server and hub on 127.0.0.1,
+port 0, and drives the agent side by calling ``hub.call(...)`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from lineup_plugin import Hub, ToolResult, load_registry
+from lineup_plugin.config import Settings
+from lineup_plugin.transports.direct import DirectServer
+
+from .browser import CHROMIUM, PHONE, launch
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, Page
+
+TOKEN = "e2e-token-0123456789abcdef"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the browser tests, saying why, when Chromium is not installed."""
+    if Path(CHROMIUM).exists():
+        return
+    skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """One asyncio loop for the session, so the browser fixture can be session-scoped."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Debian Chromium, once per session (Playwright never downloads a browser here)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        chromium = await launch(playwright)
+        yield chromium
+        await chromium.close()
+
+
+@dataclass
+class Agent:
+    """The agent side of a test: the hub to call tools with and the server that serves the App."""
+
+    hub: Hub
+    server: DirectServer
+    port: int
+
+    @property
+    def url(self) -> str:
+        """The App's address without the token."""
+        return self.server.url
+
+    @property
+    def link(self) -> str:
+        """The link the agent prints: the App's address with ``#token=...``."""
+        return self.server.connect_link
+
+    def call(self, name: str, arguments: dict[str, Any], **options: Any) -> asyncio.Task[ToolResult]:
+        """Start ``hub.call(...)`` in the background, as a runtime waiting for the user would."""
+        return asyncio.create_task(self.hub.call(name, arguments, **options))
+
+    async def restart_server(self) -> None:
+        """Start a new server for the same hub on the same port (after ``server.close()``)."""
+        settings = self.server.settings.model_copy(update={"port": self.port})
+        self.server = DirectServer(self.hub, settings)
+        await self.server.start()
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
+    """A hub with the built-in tools behind a started DirectServer on 127.0.0.1, port 0."""
+    settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
+    hub = Hub(load_registry(load_entrypoints=False))
+    server = DirectServer(hub, settings)
+    await server.start()
+    agent = Agent(hub, server, server.port)
+    try:
+        yield agent
+    finally:
+        await hub.cancel_all("the test ended")
+        await agent.server.close()
+
+
+OpenApp = Callable[..., Awaitable["Page"]]
+
+
+@pytest.fixture
+async def open_app(browser: Browser, agent: Agent) -> AsyncIterator[OpenApp]:
+    """Open the App in a fresh browser context (its own storage: another device), phone-sized.
+
+    ``await open_app()`` follows the printed link and waits until the App is connected;
+    ``open_app(url=..., connected=False)`` opens any address without waiting. Uncaught page
+    errors fail the test.
+    """
+    from playwright.async_api import expect
+
+    contexts = []
+    errors: list[str] = []
+
+    async def open_page(url: str | None = None, *, connected: bool = True) -> Page:
+        context = await browser.new_context(**PHONE)
+        contexts.append(context)
+        page = await context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await page.goto(url or agent.link)
+        if connected:
+            await expect(page.locator("#link")).to_have_text("Connected")
+        return page
+
+    try:
+        yield open_page
+    finally:
+        for context in contexts:
+            await context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"
