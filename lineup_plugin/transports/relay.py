@@ -16,13 +16,19 @@ live calls, when the App sends ``device.hello`` (with its ``open_calls``) and af
 that followed a failed send. IM re-deliveries (same message id, clientMsgNo or envelope id) are
 dropped before they reach the hub.
 
-HTTP API use: ``GET /route`` finds the WebSocket address unless ``ws_url`` is set, and with a
-``manager_token`` the relay registers the agent's token itself with ``POST /user/token``.
+WuKongIM pushes a message only to connections that are up when it arrives. So after a
+reconnection the relay fetches what the App user sent meanwhile (``POST /channel/messagesync``
+from the last sequence number it saw on the channel) and handles it like pushed messages.
+
+HTTP API use: ``GET /route`` finds the WebSocket address unless ``ws_url`` is set, with a
+``manager_token`` the relay registers the agent's token itself with ``POST /user/token``, and
+``POST /channel/messagesync`` catches up after a reconnection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import secrets
@@ -35,7 +41,7 @@ import httpx
 from lineup_plugin.errors import ProtocolError, RelayAuthError, RelayError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, DeviceHello, Text
-from lineup_plugin.transports.wkproto import ChannelType, DeviceFlag
+from lineup_plugin.transports.wkproto import ChannelType, DeviceFlag, Flags
 from lineup_plugin.transports.wukongim import ClientOptions, Message, Timers, WuKongIMClient
 
 if TYPE_CHECKING:
@@ -47,6 +53,7 @@ log = logging.getLogger(__name__)
 TEXT_CONTENT_TYPE = 1
 """WuKongIM's built-in text content: ``{"type": 1, "content": "..."}``."""
 DEDUPE_WINDOW = 4096
+SYNC_PAGE = 100
 
 
 def wrap_envelope(text: str, content_type: int) -> bytes:
@@ -88,6 +95,30 @@ class WuKongIMApi:
             return f"tcp://{body['tcp_addr']}"
         raise RelayError("wukongim api GET /route returned no address")
 
+    async def sync(
+        self, login_uid: str, peer_uid: str, start_seq: int, limit: int = SYNC_PAGE
+    ) -> tuple[list[Message], bool]:
+        """One page of the person channel ``login_uid``/``peer_uid`` from ``start_seq`` on (the
+        last ``limit`` messages if ``start_seq`` is 0), and whether more follow."""
+        body = await self._call(
+            "POST",
+            "/channel/messagesync",
+            json={
+                "login_uid": login_uid,
+                "channel_id": peer_uid,
+                "channel_type": ChannelType.PERSON,
+                "start_message_seq": start_seq,
+                "end_message_seq": 0,
+                "limit": limit,
+                "pull_mode": 1,  # upwards: newer messages
+            },
+        )
+        try:
+            messages = [_synced_message(item) for item in body.get("messages") or []]
+            return messages, bool(body.get("more"))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise RelayError(f"wukongim api POST /channel/messagesync answered a malformed page: {exc!r}") from None
+
     async def set_token(self, uid: str, token: str, device_flag: int) -> None:
         """Register ``token`` for (``uid``, ``device_flag``) as a slave device (kicks nobody)."""
         body = await self._call(
@@ -96,6 +127,22 @@ class WuKongIMApi:
         status = body.get("status") if isinstance(body, dict) else None
         if status not in (None, 200):  # a banned uid answers {"status": 19}
             raise RelayAuthError(f"wukongim refused to set the token of {uid!r}: status {status}")
+
+
+def _synced_message(item: dict[str, Any]) -> Message:
+    header = item.get("header") or {}
+    flags = Flags.RED_DOT if header.get("red_dot") else Flags.NONE
+    return Message(
+        message_id=int(item["message_id"]),
+        message_seq=int(item["message_seq"]),
+        client_msg_no=str(item.get("client_msg_no") or ""),
+        from_uid=str(item["from_uid"]),
+        channel_id=str(item["from_uid"]),  # as a RECV shows a person message to its recipient
+        channel_type=int(item["channel_type"]),
+        timestamp=int(item.get("timestamp") or 0),
+        payload=base64.b64decode(item.get("payload") or ""),
+        flags=flags,
+    )
 
 
 class RelayPeer:
@@ -158,6 +205,9 @@ class Relay:
         self._token_registered = False
         self._attached = False
         self._missed = False
+        # Highest sequence number received on the App's channel. Our own sends do not move it: a
+        # message of the App's stored just before one of ours may not have reached us yet.
+        self._last_seq: int | None = None
         self._seen = _Seen()
         self.client = WuKongIMClient(self.options, self._address, self._on_message, on_state=self._on_state)
 
@@ -198,6 +248,38 @@ class Relay:
         self.connected.set()
         resync, self._missed = self._missed, False
         await self.attach(resync=resync)
+        await self._catch_up()
+
+    def _saw(self, message_seq: int) -> None:
+        if self._last_seq is not None:  # else the first catch-up has yet to note where we start
+            self._last_seq = max(self._last_seq, message_seq)
+
+    async def _catch_up(self) -> None:
+        """Handle what the App user sent while we were away.
+
+        The first connection only notes where the channel stands: what was sent before the
+        agent started is not replayed (the hub ends calls of a previous process anyway).
+        """
+        if self._last_seq is None:
+            try:
+                last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=1)
+            except RelayError as exc:
+                log.warning("cannot read where the App's channel stands: %s", exc)
+                return
+            self._last_seq = max((m.message_seq for m in last), default=0)
+            return
+        while True:
+            try:
+                messages, more = await self._api.sync(self.options.uid, self.settings.app_uid, self._last_seq + 1)
+            except RelayError as exc:
+                log.warning("cannot catch up with messages sent while disconnected: %s", exc)
+                return
+            before = self._last_seq
+            for message in messages:
+                await self._on_message(message)
+                self._saw(message.message_seq)
+            if not more or self._last_seq == before:
+                return
 
     async def attach(self, hello: DeviceHello | None = None, *, resync: bool = False) -> None:
         """Attach the App user's peer to the hub; attach it again if ``hello`` or ``resync`` says so."""
@@ -217,6 +299,8 @@ class Relay:
     # -- incoming --------------------------------------------------------------------------------
 
     async def _on_message(self, message: Message) -> None:
+        if message.channel_type == ChannelType.PERSON and message.channel_id == self.settings.app_uid:
+            self._saw(message.message_seq)
         if message.channel_type != ChannelType.PERSON or message.from_uid != self.settings.app_uid:
             log.info("ignoring wukongim message %d from %r", message.message_id, message.from_uid)
             return

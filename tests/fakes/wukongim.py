@@ -15,9 +15,9 @@ and the official JS SDK can tell the difference:
   that v3 appends).
 * RECV is encrypted and signed per recipient connection, with version-dependent fields; every
   RECVACK is recorded and unacknowledged messages can be re-pushed (:meth:`redeliver`).
-* HTTP: ``/route``, ``/user/token``, ``/message/send``, ``/channel``, ``/channel/subscriber_add``
-  and ``/health``; with ``manager_token`` set every call needs the ``token`` header, as the real
-  API middleware does.
+* HTTP: ``/route``, ``/user/token``, ``/message/send``, ``/channel``, ``/channel/subscriber_add``,
+  ``/channel/messagesync`` (pull up, or the last messages) and ``/health``; with ``manager_token``
+  set every call needs the ``token`` header, as the real API middleware does.
 
 Tests watch it through :attr:`messages`, :attr:`recvacks`, :attr:`http_calls` and
 :meth:`wait_until`, and break it on purpose with :meth:`inject`, :meth:`drop`, :meth:`kick`,
@@ -491,6 +491,8 @@ class FakeWuKongIM:
                 members.clear()
             members.update(data.get("subscribers") or [])
             return 200, {"status": 200}
+        if route == ("POST", "/channel/messagesync"):
+            return 200, self._sync(data)
         if route == ("POST", "/message/send"):
             stored = self._store(
                 data.get("from_uid") or "____system",
@@ -506,6 +508,37 @@ class FakeWuKongIM:
                 "data": {"message_id": stored.message_id, "client_msg_no": stored.client_msg_no},
             }
         return 404, {"msg": f"no route {method} {url.path}", "status": 404}
+
+    def _sync(self, data: Any) -> dict[str, Any]:
+        # /channel/messagesync, pull_mode 1 (up) or start=end=0 (the last `limit` messages).
+        login, peer, limit = data["login_uid"], data["channel_id"], int(data.get("limit") or 100)
+        start, end = int(data.get("start_message_seq") or 0), int(data.get("end_message_seq") or 0)
+        pair = [m for m in self.messages if m.channel_type == 1 and {m.from_uid, m.channel_id} == {login, peer}]
+        if start == 0 and end == 0:
+            page = pair[-limit:]
+        else:
+            page = [m for m in pair if m.message_seq >= start and (end == 0 or m.message_seq < end)][:limit]
+        return {
+            "start_message_seq": start,
+            "end_message_seq": end,
+            "more": int(len(page) == limit),
+            "messages": [
+                {
+                    "header": {"no_persist": 0, "red_dot": int(bool(m.flags & Flags.RED_DOT)), "sync_once": 0},
+                    "setting": 0,
+                    "message_id": m.message_id,
+                    "message_idstr": str(m.message_id),
+                    "client_msg_no": m.client_msg_no,
+                    "message_seq": m.message_seq,
+                    "from_uid": m.from_uid,
+                    "channel_id": "@".join(sorted((m.from_uid, m.channel_id))),
+                    "channel_type": m.channel_type,
+                    "timestamp": m.timestamp,
+                    "payload": base64.b64encode(m.payload).decode(),
+                }
+                for m in page
+            ],
+        }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from lineup_plugin.errors import RelayAuthError
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.transports.relay import Relay, wrap_envelope
+from lineup_plugin.transports.wkproto import ReasonCode
 from lineup_plugin.transports.wukongim import ClientOptions, Session, Timers
 from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
 
@@ -152,6 +153,43 @@ async def test_a_failed_send_resyncs_the_app_after_reconnecting(server: FakeWuKo
         )
         with anyio.fail_after(GUARD):
             assert (await call).result == {"selected": "b", "index": 1}
+
+
+async def test_what_the_app_sent_while_the_relay_was_away_is_caught_up(server: FakeWuKongIM) -> None:
+    texts: list[str] = []
+    all_three = asyncio.Event()
+
+    def on_text(device: str, text: str) -> None:
+        texts.append(text)
+        if len(texts) == 3:
+            all_three.set()
+
+    hub = make_hub(on_text=on_text)
+    async with py_app(server) as app, running_relay(server, hub) as relay:
+        await app.text("before")
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: texts == ["before"])
+            server.connect_reasons[AGENT] = ReasonCode.RATE_LIMIT  # keep the agent out for a while
+            await server.drop(AGENT)
+            await server.wait_until(lambda: not relay.connected.is_set())
+        await app.text("while away")  # nobody to push it to
+        await app.send("text", {"text": "also while away"})
+        del server.connect_reasons[AGENT]
+        with anyio.fail_after(GUARD):
+            await all_three.wait()
+    assert texts == ["before", "while away", "also while away"]
+    assert [c for c in server.http_calls if c[1] == "/channel/messagesync"][-1][2]["start_message_seq"] > 1
+
+
+async def test_history_from_before_the_relay_started_is_not_replayed(server: FakeWuKongIM) -> None:
+    texts: list[str] = []
+    await server.push(APP, AGENT, b'{"type":1,"content":"old news"}')
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.text("fresh")
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: texts)
+    assert texts == ["fresh"]
 
 
 async def test_custom_content_type_is_configurable(server: FakeWuKongIM) -> None:
