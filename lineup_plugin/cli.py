@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -68,12 +70,16 @@ def run_demo(args: argparse.Namespace) -> int:
     settings = load_settings({key: value for key, value in given.items() if value is not None})
 
     async def serve() -> None:
+        main_task = asyncio.current_task()
+        assert main_task is not None
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows' loop
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
         async with Demo(settings) as demo:
             await demo.run()
 
     try:
         asyncio.run(serve())
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print("\nlineup demo stopped", file=sys.stderr)
     return 0
 

@@ -44,6 +44,10 @@ def describe(name: str, flat_args: dict[str, Any], result: ToolResult) -> str:
     return f"{label} → {result.status} {json.dumps(result.result, ensure_ascii=False)}"
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, also when stdout is a pipe or a log
+
+
 class Demo:
     """The scripted agent and its direct server. ``async with Demo(settings) as demo: await demo.run()``."""
 
@@ -52,10 +56,10 @@ class Demo:
         settings: Settings,
         *,
         registry: Registry | None = None,
-        out: Callable[[str], None] = print,
+        out: Callable[[str], None] | None = None,
         app_dir: Traversable | None = None,
     ) -> None:
-        self.out = out
+        self.out = out or _say
         self.hub = Hub(
             registry if registry is not None else load_registry(),
             store=open_store(settings),
@@ -201,12 +205,12 @@ class Demo:
         self.finished += 1
 
     async def _canvas(self) -> None:
+        await self.say("Now a canvas: I'll draw a roof and a line, then undo the line.")
         opened = await self.ask("canvas", {"action": "open", "width": 320, "height": 240})
         instance = opened.result.get("instance_id")
         if opened.status != "completed" or not isinstance(instance, str):
             await self.say(f"No canvas this time ({opened.status}).")
             return
-        await self.say("Drawing a roof and a line, then undoing the line.")
         steps: list[dict[str, Any]] = [
             {"action": "draw", "path": "M40 200 L160 40 L280 200 Z", "color": "#2b6cb0", "width": 4},
             {"action": "draw", "path": "M100 150 L220 150", "color": "#e53e3e", "width": 4},

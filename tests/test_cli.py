@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -70,3 +71,18 @@ def test_demo_on_a_taken_port_exits_1_saying_so(tmp_path: Path, capsys: pytest.C
         argv = ["demo", "--host", "127.0.0.1", "--port", str(port), "--token", "cli-test-token-0123456789"]
         assert main([*argv, "--data-dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith(f"lineup: error: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_demo_prints_the_connect_link_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    script = shutil.which("lineup", path=str(Path(sys.executable).parent))
+    assert script is not None
+    argv = [script, "demo", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as demo:
+        assert demo.stdout is not None
+        lines = [demo.stdout.readline() for _ in range(3)]
+        assert lines[2].strip().startswith("http://127.0.0.1:") and "/#token=" in lines[2]
+        assert lines[2].strip().endswith((tmp_path / "token").read_text().strip())
+        demo.send_signal(signal.SIGTERM)
+        _, err = demo.communicate(timeout=30)
+    assert demo.returncode == 0
+    assert err.strip() == "lineup demo stopped"
