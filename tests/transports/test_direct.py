@@ -200,6 +200,14 @@ async def test_get_file_serves_it_with_its_content_type(
     assert body == (app_dir / path.split("?")[0].lstrip("/")).read_bytes()
 
 
+async def test_large_file_is_served_whole(tmp_path: Path, app_dir: Path) -> None:
+    (app_dir / "big.js").write_text("// " + secrets.token_hex(1_500_000) + "\n")
+    async with running(tmp_path, app_dir=app_dir) as server:
+        status, headers, body = await http_get(server.port, "/big.js")
+    assert (status, int(headers["content-length"])) == (200, len(body))
+    assert body == (app_dir / "big.js").read_bytes()
+
+
 @pytest.mark.parametrize(
     "path",
     [
