@@ -1,0 +1,68 @@
+"""``python -m benchmarks [--quick]``: run every benchmark and print the table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from . import latency, machine, startup, throughput
+from .report import Row, render
+
+FULL = {
+    "latency": latency.Plan(rounds=21, budget=0.1, limit=2000),
+    "throughput": throughput.Plan(rounds=5, window=0.5, memory_apps=100),
+    "startup": 5,
+}
+QUICK = {
+    "latency": latency.Plan(rounds=2, budget=0.01, limit=10),
+    "throughput": throughput.Plan(rounds=1, window=0.05, memory_apps=5),
+    "startup": 1,
+}
+
+
+async def run(plans: dict[str, object], sections: set[str]) -> list[Row]:
+    """Run the chosen sections; each gets a fresh data directory."""
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="lineup-bench-") as tmp:
+        data_dir = Path(tmp)
+        if "latency" in sections:
+            async with AsyncExitStack() as stack:
+                samplers = await latency.build(stack, data_dir)
+                rounds = await latency.measure(samplers, plans["latency"])  # type: ignore[arg-type]
+            rows += latency.rows(rounds)
+        if "throughput" in sections:
+            rows += throughput.rows(await throughput.measure(data_dir, plans["throughput"]))  # type: ignore[arg-type]
+        if "startup" in sections:
+            rows += startup.rows(await startup.measure(data_dir, plans["startup"]))  # type: ignore[arg-type]
+    return rows
+
+
+def main() -> None:
+    """Parse the command line, run, print the table."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run (its numbers mean nothing)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=["latency", "throughput", "startup"],
+        help="run only this section (repeatable)",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    header = machine.describe()
+    started = time.perf_counter()
+    rows = asyncio.run(run(QUICK if args.quick else FULL, set(args.only or ["latency", "throughput", "startup"])))
+    header.append(
+        f"{'quick smoke run (numbers not meaningful)' if args.quick else 'full run'}: "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    print(render(header, rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Round trip latency: one tool call from the agent to an App that answers at once, and back.
+
+Every variant is set up first, then the variants take turns in rounds (the order rotating each
+round), so that load from elsewhere on the machine hits them alike. A ratio is the median over
+rounds of the two variants' p50 in that round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from lineup_plugin.hub import Hub
+from lineup_plugin.runtime.loop import Runner
+from lineup_plugin.transports.direct import DirectServer
+
+from . import mcp_rig, rigs
+from .report import Row, fmt_ratio, verdict
+from .stats import percentile, round_ratios
+
+FLOOR = "raw websockets echo"
+DIRECT = "direct, store off (MemoryStore)"
+NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
+FULL = "direct, SQLite WAL synchronous=FULL"
+RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
+RELAY = "relay through the fake WuKongIM (separate process)"
+MEMORY = "LineUp over the memory transport (in process)"
+MCP_MEMORY = "MCP ctx.elicit, in-memory transport (legacy session)"
+MCP_HTTP = "MCP ctx.elicit, streamable HTTP on 127.0.0.1 (legacy session)"
+
+
+@dataclass
+class Plan:
+    """How long to measure."""
+
+    rounds: int
+    budget: float  # seconds per variant per round
+    limit: int  # samples per variant per round at most
+
+
+def runner_sampler(runner: Runner) -> rigs.Sampler:
+    """Round trips the way Hermes makes them: ``call_blocking`` on a worker thread."""
+
+    def blocking(budget: float, limit: int) -> list[int]:
+        samples: list[int] = []
+        end = time.perf_counter() + budget
+        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+            start = time.perf_counter_ns()
+            result = runner.call_blocking(rigs.TOOL, rigs.ARGUMENTS)
+            samples.append(time.perf_counter_ns() - start)
+            if result.status != "completed":
+                raise RuntimeError(f"benchmark call ended {result.status}: {result.result}")
+        return samples
+
+    async def sample(budget: float, limit: int) -> list[int]:
+        return await asyncio.to_thread(blocking, budget, limit)
+
+    return sample
+
+
+async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler]:
+    """Start every variant; returns their samplers by name (in table order)."""
+    echo = rigs.EchoServer()
+    await echo.start(stack)
+    text = rigs.call_text()
+    direct = await rigs.direct_server(stack, data_dir)
+    normal = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "normal"))
+    full = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "full"))
+    runner_settings = rigs.settings(data_dir)
+    runner = Runner(
+        runner_settings,
+        rigs.new_hub().registry,
+        transport=lambda hub: DirectServer(hub, runner_settings, limits=rigs.LIMITS),
+    )
+    await asyncio.to_thread(runner.start)
+    stack.push_async_callback(asyncio.to_thread, runner.stop)
+    assert runner.server is not None
+    servers = [direct, normal, full, runner.server]
+    await rigs.start_child(stack, "ws", rigs.TOKEN, echo.target(), *(rigs.ws_target(s) for s in servers))
+    memory_hub = rigs.new_hub()
+    await rigs.AnsweringApp(memory_hub, "memory-app").connect()
+    relay_hub = await rigs.relay_hub(stack)
+    mcp_memory = await mcp_rig.in_memory(stack)
+    mcp_http = await mcp_rig.streamable_http(stack)
+
+    def hub_sampler(hub: Hub) -> rigs.Sampler:
+        return lambda budget, limit: rigs.timed_calls(hub, budget, limit)
+
+    async def floor(budget: float, limit: int) -> list[int]:
+        return await echo.round_trips(text, budget, limit)
+
+    return {
+        FLOOR: floor,
+        DIRECT: hub_sampler(direct.hub),
+        NORMAL: hub_sampler(normal.hub),
+        FULL: hub_sampler(full.hub),
+        RUNNER: runner_sampler(runner),
+        RELAY: hub_sampler(relay_hub),
+        MEMORY: hub_sampler(memory_hub),
+        MCP_MEMORY: mcp_memory.sample,
+        MCP_HTTP: mcp_http.sample,
+    }
+
+
+async def measure(samplers: dict[str, rigs.Sampler], plan: Plan) -> dict[str, list[list[int]]]:
+    """Interleaved rounds (after one untimed warm-up round); samples in ns per variant per round."""
+    names = list(samplers)
+    for name in names:
+        await samplers[name](min(plan.budget, 0.05), 20)
+    rounds: dict[str, list[list[int]]] = {name: [] for name in names}
+    for index in range(plan.rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            rounds[name].append(await samplers[name](plan.budget, plan.limit))
+    return rounds
+
+
+def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
+    """The table rows of the latency section."""
+
+    def p(name: str, q: float) -> float:
+        return percentile([s for r in rounds[name] for s in r], q) / 1000
+
+    def cell(name: str) -> str:
+        count = sum(len(r) for r in rounds[name])
+        return f"{p(name, 50):,.0f} / {p(name, 99):,.0f} µs (n={count})"
+
+    def ratio(a: str, b: str) -> float:
+        return round_ratios(rounds[a], rounds[b])
+
+    direct_floor = ratio(DIRECT, FLOOR)
+    normal_floor = ratio(NORMAL, FLOOR)
+    vs_mcp_http = ratio(DIRECT, MCP_HTTP)
+    vs_mcp_memory = ratio(MEMORY, MCP_MEMORY)
+    section = "1-4 round trip p50 / p99"
+    return [
+        Row(section, FLOOR, cell(FLOOR), "the floor", "", ""),
+        Row(
+            section, DIRECT, cell(DIRECT), f"{fmt_ratio(direct_floor)} the echo", "≤ 1.5×", verdict(direct_floor <= 1.5)
+        ),
+        Row(
+            section,
+            NORMAL,
+            cell(NORMAL),
+            f"{fmt_ratio(normal_floor)} the echo; {fmt_ratio(ratio(NORMAL, DIRECT))} store off",
+            "≤ 3×",
+            verdict(normal_floor <= 3),
+        ),
+        Row(
+            section,
+            FULL,
+            cell(FULL),
+            f"{fmt_ratio(ratio(FULL, FLOOR))} the echo; {fmt_ratio(ratio(FULL, DIRECT))} store off",
+            "",
+            "",
+        ),
+        Row(section, RUNNER, cell(RUNNER), f"{fmt_ratio(ratio(RUNNER, DIRECT))} hub.call in the loop", "", ""),
+        Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
+        Row(
+            section,
+            MEMORY,
+            cell(MEMORY),
+            f"{fmt_ratio(vs_mcp_memory)} MCP in-memory",
+            "< 1×",
+            verdict(vs_mcp_memory < 1),
+        ),
+        Row(section, MCP_MEMORY, cell(MCP_MEMORY), "", "", ""),
+        Row(
+            section,
+            MCP_HTTP,
+            cell(MCP_HTTP),
+            f"direct is {fmt_ratio(vs_mcp_http)} this",
+            "direct < 1×",
+            verdict(vs_mcp_http < 1),
+        ),
+    ]

@@ -1,0 +1,263 @@
+"""The agent-side set-ups the benchmarks measure, and the child processes at their far ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection, serve
+
+from lineup_plugin.config import Settings, WuKongIMSettings
+from lineup_plugin.hub import Hub
+from lineup_plugin.plugins import load_registry
+from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.messages import ToolCall, ToolResult
+from lineup_plugin.store import MemoryStore, SQLiteStore, Store
+from lineup_plugin.transports.direct import DirectServer, Limits
+from lineup_plugin.transports.memory import MemoryApp
+
+from .peers import ANSWER
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "benchmark-token-0123456789"
+#: the call every benchmark makes: a ``choice`` card
+TOOL = "choice"
+ARGUMENTS = {"question": "Deploy where?", "options": ["test", "staging"]}
+#: the direct server's per-App message rate limit (20/s by default, a flood guard) would cap every
+#: benchmark below; everything else is as shipped
+LIMITS = Limits(message_rate=1e9, message_burst=1_000_000_000)
+
+#: ``await sample(budget_seconds, max_samples)`` -> round trip times in ns, measured in the agent process
+Sampler = Callable[[float, int], Awaitable[list[int]]]
+
+
+def settings(data_dir: Path, **overrides: Any) -> Settings:
+    """Direct-mode settings on 127.0.0.1, port 0, with the benchmark token."""
+    values: dict[str, Any] = {
+        "mode": "direct",
+        "host": "127.0.0.1",
+        "port": 0,
+        "token": TOKEN,
+        "store": "memory",
+        "data_dir": data_dir,
+        "max_connections": 256,
+        "max_queue": 1024,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def new_hub(store: Store | None = None) -> Hub:
+    """A hub with the built-in tools (no third-party plugins)."""
+    return Hub(load_registry(load_entrypoints=False), store=store or MemoryStore())
+
+
+async def timed_calls(hub: Hub, budget: float, limit: int) -> list[int]:
+    """Sequential ``hub.call`` round trips for ``budget`` seconds (at most ``limit``, at least 5)."""
+    samples: list[int] = []
+    end = time.perf_counter() + budget
+    while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+        start = time.perf_counter_ns()
+        result = await hub.call(TOOL, ARGUMENTS)
+        samples.append(time.perf_counter_ns() - start)
+        if result.status != "completed":
+            raise RuntimeError(f"benchmark call ended {result.status}: {result.result}")
+    return samples
+
+
+def call_text() -> str:
+    """The wire text of a benchmark ``tool.call`` (what the raw echo sends)."""
+    hub = new_hub()
+    request = ToolCall(call_id=codec.new_id("call"), name=TOOL, arguments=ARGUMENTS, risk="display_only")
+    request.expires_at = "2030-01-01T00:00:00.000+00:00"
+    return hub.encode(request, "bench-0-0")
+
+
+class Child:
+    """A ``python -m benchmarks.peers`` child process; :meth:`start` returns its ready line."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self, timeout: float = 60.0) -> dict[str, Any]:
+        """Start it and wait for its ready line."""
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.peers",
+            *self.args,
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+        if not line:
+            raise RuntimeError(f"benchmark peer {self.args[0]} exited before it was ready")
+        ready: dict[str, Any] = json.loads(line)
+        return ready
+
+    async def stop(self) -> None:
+        """Close its stdin and wait for it to exit (killed after 10 s)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        assert self.process is not None
+        return self.process.pid
+
+
+async def start_child(stack: AsyncExitStack, *args: str) -> dict[str, Any]:
+    """Start a child whose stop is pushed onto ``stack``; returns its ready line."""
+    child = Child(*args)
+    stack.push_async_callback(child.stop)
+    return await child.start()
+
+
+# ---------------------------------------------------------------------------------- direct
+
+
+async def direct_server(stack: AsyncExitStack, data_dir: Path, store: Store | None = None) -> DirectServer:
+    """A started DirectServer (benchmark limits) with its own hub; closed by ``stack``."""
+    hub = new_hub(store)
+    server = DirectServer(hub, settings(data_dir), limits=LIMITS)
+    await stack.enter_async_context(server)
+    stack.callback(hub.store.close)
+    return server
+
+
+def ws_target(server: DirectServer, count: int = 1) -> str:
+    """The ``ws`` peer target of ``count`` LineUp Apps connected to ``server``."""
+    return f"lineup:ws://127.0.0.1:{server.port}/ws:{count}"
+
+
+# -------------------------------------------------------------------------------- raw echo
+
+
+class EchoServer:
+    """The floor: a bare websockets server whose clients send every message straight back."""
+
+    def __init__(self) -> None:
+        self.connections: list[ServerConnection] = []
+        self._arrived = asyncio.Event()
+        self.port = 0
+
+    async def start(self, stack: AsyncExitStack) -> None:
+        """Listen on 127.0.0.1 (closed by ``stack``)."""
+
+        async def handler(connection: ServerConnection) -> None:
+            self.connections.append(connection)
+            self._arrived.set()
+            await connection.wait_closed()
+
+        server = await stack.enter_async_context(serve(handler, "127.0.0.1", 0, max_size=2**20))
+        self.port = next(iter(server.sockets)).getsockname()[1]
+
+    def target(self, count: int = 1) -> str:
+        """The ``ws`` peer target of ``count`` echo clients."""
+        return f"echo:ws://127.0.0.1:{self.port}/:{count}"
+
+    async def round_trips(self, text: str, budget: float, limit: int) -> list[int]:
+        """Sequential send-and-receive-the-echo of ``text`` on the first connection."""
+        connection = self.connections[0]
+        samples: list[int] = []
+        end = time.perf_counter() + budget
+        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+            start = time.perf_counter_ns()
+            await connection.send(text)
+            await connection.recv()
+            samples.append(time.perf_counter_ns() - start)
+        return samples
+
+    async def pipelined(self, text: str, window: int, seconds: float) -> float:
+        """Echoes per second with ``window`` messages in flight on the first connection."""
+        connection = self.connections[0]
+        for _ in range(window):
+            await connection.send(text)
+        count = 0
+        start = time.perf_counter()
+        end = start + seconds
+        outstanding = window
+        while outstanding:
+            await connection.recv()
+            outstanding -= 1
+            count += 1
+            if time.perf_counter() < end:
+                await connection.send(text)
+                outstanding += 1
+        return count / (time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------------------ in memory
+
+
+class AnsweringApp(MemoryApp):
+    """An in-process App that answers every call at once (the memory transport)."""
+
+    async def send(self, text: str) -> None:
+        """Hub → App: answer a ``tool.call`` in a new task, as soon as the hub yields."""
+        message = codec.decode(text)
+        payload = message.payload
+        if isinstance(payload, ToolCall):
+            answer = ToolResult(call_id=payload.call_id, name=payload.name, status="completed", result=dict(ANSWER))
+            asyncio.get_running_loop().create_task(self.send_payload(answer))
+
+
+# ------------------------------------------------------------------------------ relay
+
+
+async def relay_hub(stack: AsyncExitStack) -> Hub:
+    """A hub behind the WuKongIM relay, a fake WuKongIM server and the App on it (children)."""
+    from lineup_plugin.transports.relay import Relay
+
+    fake = await start_child(stack, "wukongim")
+    await start_child(stack, "relay-app", fake["ws_url"], "bench-app", "bench-agent")
+    hub = new_hub()
+    relay = Relay(
+        WuKongIMSettings(api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app"), hub
+    )
+    task = asyncio.create_task(relay.run())
+
+    async def close() -> None:
+        await relay.close()
+        await asyncio.wait([task])
+
+    stack.push_async_callback(close)
+    await asyncio.wait_for(relay.connected.wait(), 30)
+    return hub
+
+
+# ------------------------------------------------------------------------------ SQLite
+
+
+def sqlite_store(data_dir: Path, synchronous: str) -> SQLiteStore:
+    """A fresh durable store in ``data_dir`` with ``synchronous`` (WAL, as shipped)."""
+    path = data_dir / f"bench-{synchronous}-{os.getpid()}-{time.monotonic_ns()}.sqlite3"
+    return SQLiteStore(path, synchronous=synchronous, secrets=[TOKEN])  # type: ignore[arg-type]
+
+
+def free_port() -> socket.socket:
+    """A bound (not listening) socket on 127.0.0.1, port 0, for uvicorn."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
