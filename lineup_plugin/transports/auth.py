@@ -191,10 +191,23 @@ class TokenBucket:
 
     def take(self) -> bool:
         """Spend one token; False when the bucket is empty (the message is over the limit)."""
-        now = self.clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
-        self._stamp = now
+        self._refill()
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return True
         return False
+
+    def delay(self) -> float:
+        """Spend one token, borrowing it when the bucket is empty: the seconds until the debt is repaid.
+
+        0.0 while within the limit. A reader that waits this long before reading on is held to
+        ``rate`` without dropping anything.
+        """
+        self._refill()
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0.0 else -self._tokens / self.rate
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now

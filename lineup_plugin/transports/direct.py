@@ -18,7 +18,7 @@ code    reason                                         why
 1013    ``too many connections``                       ``max_connections`` are already open
 1009    ``frame with N bytes exceeds limit of M ...``  a message over ``max_frame_bytes``
 1008    ``send queue full: the App is not reading``    ``max_queue`` messages waited unsent
-1008    ``rate limit exceeded: too many messages``     the App kept flooding after ``rate_limited``
+1008    ``rate limit exceeded: too many messages``     the App stayed over the rate after ``rate_limited``
 1001    ``the agent is shutting down``                 :meth:`DirectServer.close`
 ======  =============================================  ==========================================
 
@@ -82,9 +82,10 @@ class Limits:
     """Per-connection limits of the direct server that are not user settings.
 
     ``message_rate``/``message_burst`` form a token bucket per connection: a message over it is
-    dropped and answered once with an ``error`` ``rate_limited``; after ``flood_strikes`` dropped
-    messages in a row the connection is closed. ``close_timeout`` bounds how long closing a
-    connection may take before it is cut.
+    not dropped (it may be an answer) but waits its turn, so that App is read more slowly, and the
+    App is told once with an ``error`` ``rate_limited``; after ``flood_strikes`` waiting messages
+    in a row the connection is closed (its live calls are re-sent when it reconnects).
+    ``close_timeout`` bounds how long closing a connection may take before it is cut.
     """
 
     hello_timeout: float = 10.0
@@ -425,7 +426,8 @@ class DirectServer:
             async for data in connection:
                 if peer.close_reason is not None:
                     continue  # closing: drain what the App still sends until its close arrives
-                if not bucket.take():
+                wait = bucket.delay()
+                if wait > 0:
                     strikes += 1
                     if strikes == 1:
                         rate = self.limits.message_rate
@@ -433,8 +435,10 @@ class DirectServer:
                     if strikes > self.limits.flood_strikes:
                         log.warning("closing device %s: it kept flooding", peer.device_id)
                         peer.shut(POLICY_VIOLATION, FLOODED, flush=True)
-                    continue
-                strikes = 0
+                        continue
+                    await asyncio.sleep(wait)  # backpressure: nothing is dropped, this App is read slower
+                else:
+                    strikes = 0
                 if isinstance(data, bytes):
                     await self._tell(peer, "binary_not_supported", "binary frames are not supported; send JSON text")
                     continue

@@ -131,3 +131,12 @@ def test_token_bucket_allows_a_burst_then_refills_at_its_rate() -> None:
     assert [bucket.take(), bucket.take()] == [True, False]
     clock.now += 100.0
     assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+
+
+def test_token_bucket_delay_borrows_and_says_how_long_to_wait() -> None:
+    clock = Clock()
+    bucket = TokenBucket(rate=2.0, burst=2, clock=clock)
+    assert [bucket.delay(), bucket.delay()] == [0.0, 0.0]
+    assert [bucket.delay(), bucket.delay()] == [0.5, 1.0]  # each message over the burst waits its turn
+    clock.now += 1.0  # the reader waited: the debt is repaid
+    assert bucket.delay() == 0.5
