@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonschema
 from jsonschema.exceptions import best_match
 from pydantic import TypeAdapter, ValidationError
 
+from .argcheck import Predicate, compile_schema
 from .errors import ArgumentsError, DuplicateToolError, ProtocolError, ToolError
 from .protocol.codec import validate
 from .protocol.tools import ActionDefinition, Risk, ToolDefinition
@@ -37,17 +38,42 @@ class Register(Protocol):
 
 
 @dataclass
+class ActionCheck:
+    """One action of a tool and its argument check, built once (on the tool's first call)."""
+
+    spec: ActionDefinition
+    validator: jsonschema.Draft202012Validator
+    fast: Predicate | None
+
+    @classmethod
+    def of(cls, spec: ActionDefinition) -> ActionCheck:
+        """Compile the check of ``spec``'s inputSchema."""
+        schema = spec.input_schema
+        return cls(spec, jsonschema.Draft202012Validator(schema), compile_schema(schema))
+
+    def check(self, arguments: Any, where: str) -> None:
+        """Raise ArgumentsError unless ``arguments`` satisfies the inputSchema (see check_arguments)."""
+        if not isinstance(arguments, dict):
+            raise ArgumentsError(f"{where}: arguments must be an object", path="", expected="object")
+        if self.fast is None or not self.fast(arguments):
+            _raise_first_error(self.validator, arguments, where)
+
+
+@dataclass
 class RegisteredTool:
     """A tool and where it came from.
 
     ``handler`` is set for in-process tools (run by the plugin), ``None`` for App tools.
     ``source`` is the plugin name, or ``app:<device_id>`` for tools an App declared.
+    ``checks`` caches each action's compiled argument check (the definition is not changed
+    after registration).
     """
 
     definition: ToolDefinition
     source: str
     handler: Handler | None = None
     adapter: TypeAdapter[Any] | None = None
+    checks: dict[str | None, ActionCheck] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -200,24 +226,33 @@ class Registry:
             known = ", ".join(sorted(self._tools)) or "none"
             raise ArgumentsError(f"unknown tool {name!r} (known tools: {known})", path="name")
         definition = tool.definition
-        if definition.type != "action":
-            names = definition.action_names()
-            if action is None:
-                raise ArgumentsError(
-                    f"tool {name!r} needs an 'action', one of {names}", path="action", expected=f"one of {names}"
-                )
-            try:
-                spec = definition.action(action)
-            except KeyError:
-                raise ArgumentsError(
-                    f"tool {name!r} has no action {action!r}; expected one of {names}",
-                    path="action",
-                    expected=f"one of {names}",
-                ) from None
-        else:
-            spec = definition.action(action)
-        check_arguments(spec.input_schema, arguments, f"{name}.{spec.name}" if definition.type != "action" else name)
+        key = None if definition.type == "action" else action
+        entry = tool.checks.get(key)
+        if entry is None:
+            entry = tool.checks[key] = ActionCheck.of(self._action(definition, action))
+        spec = entry.spec
+        if definition.type == "action" and action is not None:
+            spec = definition.action(action)  # any action name addresses an action tool: keep the one given
+        entry.check(arguments, f"{name}.{spec.name}" if definition.type != "action" else name)
         return tool, spec
+
+    @staticmethod
+    def _action(definition: ToolDefinition, action: str | None) -> ActionDefinition:
+        if definition.type == "action":
+            return definition.action(None)
+        names = definition.action_names()
+        if action is None:
+            raise ArgumentsError(
+                f"tool {definition.name!r} needs an 'action', one of {names}", path="action", expected=f"one of {names}"
+            )
+        try:
+            return definition.action(action)
+        except KeyError:
+            raise ArgumentsError(
+                f"tool {definition.name!r} has no action {action!r}; expected one of {names}",
+                path="action",
+                expected=f"one of {names}",
+            ) from None
 
     def function_schemas(self) -> list[dict[str, Any]]:
         """Each tool as a bare function schema ``{name, description, parameters}`` for a model."""
@@ -236,7 +271,12 @@ def check_arguments(schema: dict[str, Any], arguments: Any, where: str) -> None:
     """Raise ArgumentsError unless ``arguments`` satisfies the JSON Schema ``schema``."""
     if not isinstance(arguments, dict):
         raise ArgumentsError(f"{where}: arguments must be an object", path="", expected="object")
-    error = best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    _raise_first_error(jsonschema.Draft202012Validator(schema), arguments, where)
+
+
+def _raise_first_error(validator: jsonschema.Draft202012Validator, arguments: dict[str, Any], where: str) -> None:
+    """Raise ArgumentsError naming the field and what was expected, for the most relevant error if any."""
+    error = best_match(validator.iter_errors(arguments))
     if error is None:
         return
     path = ".".join(str(p) for p in error.absolute_path)

@@ -1,0 +1,125 @@
+"""The fast argument check agrees with jsonschema exactly, and gives up on what it does not know."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lineup_plugin.argcheck import compile_schema
+from lineup_plugin.plugins import load_registry
+
+SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 0, "maximum": 3},
+            "x": {"type": ["number", "null"], "minimum": -1.5},
+            "s": {"type": "string", "minLength": 1, "maxLength": 2, "format": "email"},
+            "e": {"enum": ["a", "b"]},
+            "b": {"type": "boolean"},
+            "l": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+            "any": True,
+            "o": {"type": "object", "properties": {"k": {"type": "integer"}}, "additionalProperties": False},
+        },
+        "required": ["n"],
+        "additionalProperties": {"type": ["string", "integer"]},
+    },
+    {"type": "object", "additionalProperties": False, "properties": {"a": {}}},
+    {"type": "object", "properties": {"l": {"items": True}, "m": {"maxItems": 0}}},
+    *[
+        action.input_schema
+        for tool in load_registry(load_entrypoints=False)
+        for action in (tool.definition.actions or [tool.definition.action(None)])
+    ],
+]
+
+KEYS = st.sampled_from(["n", "x", "s", "e", "b", "l", "any", "o", "k", "a", "m", "question", "options", "action", "zz"])
+LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(-5, 5, allow_nan=False)
+    | st.sampled_from([0.0, 1.0, 2.0, 3.0, -1.5, 2.5])
+    | st.sampled_from(["", "a", "b", "ab", "abc", "é"])
+)
+JSON = st.recursive(
+    LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12
+)
+
+
+def near(schema: Any) -> st.SearchStrategy[Any]:
+    """Instances shaped by ``schema`` (often valid, often just over a bound), or any JSON value."""
+    if not isinstance(schema, dict):
+        return JSON
+    shaped: list[st.SearchStrategy[Any]] = []
+    if "enum" in schema:
+        shaped.append(st.sampled_from(schema["enum"]))
+    types = schema.get("type", [])
+    for kind in [types] if isinstance(types, str) else types:
+        if kind == "object" or "properties" in schema:
+            props = schema.get("properties", {})
+            required = {name: near(props.get(name)) for name in schema.get("required", [])}
+            optional = {name: near(sub) for name, sub in props.items() if name not in required}
+            fields = st.fixed_dictionaries(required, optional=optional)
+            shaped.append(
+                fields.flatmap(lambda d: st.dictionaries(KEYS, JSON, max_size=1).map(lambda extra: {**extra, **d}))
+                | fields
+            )
+        elif kind == "array":
+            shaped.append(st.lists(near(schema.get("items", True)), max_size=3))
+        elif kind == "string":
+            shaped.append(st.sampled_from(["", "a", "ab", "abc"]) | st.text(max_size=4))
+        elif kind in ("integer", "number"):
+            shaped.append(st.integers(-3, 4) | st.sampled_from([-1.5, 0.0, 2.0, 2.5, 3.0, 3.5]))
+        elif kind == "boolean":
+            shaped.append(st.booleans())
+        elif kind == "null":
+            shaped.append(st.none())
+    return st.one_of(*shaped, JSON) if shaped else JSON
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=[f"schema-{i}" for i in range(len(SCHEMAS))])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fast_check_agrees_with_jsonschema(schema: dict[str, Any], data: st.DataObject) -> None:
+    instance = data.draw(near(schema))
+    check = compile_schema(schema)
+    assert check is not None
+    assert check(instance) == jsonschema.Draft202012Validator(schema).is_valid(instance)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}},
+        {"anyOf": [{"type": "string"}]},
+        {"type": "object", "patternProperties": {"^a": {}}},
+        {"type": "string", "pattern": "^a"},
+        {"type": "array", "prefixItems": [{}]},
+        {"enum": [1, "a"]},
+        {"type": "decimal"},
+        {"minItems": -1},
+        False,
+    ],
+)
+def test_unknown_keywords_and_odd_values_leave_it_to_jsonschema(schema: Any) -> None:
+    assert compile_schema(schema) is None
+
+
+@pytest.mark.parametrize("instance", [{"n": Decimal(1)}, {"n": (1, 2)}, {"n": {1: "a"}}, {"n": 2**80 * 1j}])
+def test_values_of_non_json_types_are_never_passed(instance: dict[str, Any]) -> None:
+    check = compile_schema({"type": "object", "properties": {"n": {"minimum": 5}}})
+    assert check is not None
+    assert check(instance) is False
+
+
+def test_registry_still_words_errors_through_jsonschema() -> None:
+    registry = load_registry(load_entrypoints=False)
+    registry.resolve("choice", None, {"question": "q", "options": ["a"]})
+    with pytest.raises(Exception, match=r"choice: field 'options': \[\] should be non-empty"):
+        registry.resolve("choice", None, {"question": "q", "options": []})
