@@ -27,6 +27,8 @@ from websockets.asyncio.client import ClientConnection, connect
 #: what every benchmark App answers to the ``choice`` card
 ANSWER = {"selected": "staging", "index": 1}
 LINEUP_CONTENT_TYPE = 9527
+# one encoder for every answer: json.dumps with options builds a new one per call
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def answer_text(call: dict[str, Any], device: dict[str, str]) -> str | None:
@@ -34,7 +36,7 @@ def answer_text(call: dict[str, Any], device: dict[str, str]) -> str | None:
     if call.get("type") != "lineup.v1.tool.call":
         return None
     request = call["payload"]
-    return json.dumps(
+    return _dumps(
         {
             "v": 1,
             "id": f"msg_{uuid.uuid4().hex}",
@@ -49,9 +51,7 @@ def answer_text(call: dict[str, Any], device: dict[str, str]) -> str | None:
                 "status": "completed",
                 "result": ANSWER,
             },
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
+        }
     )
 
 

@@ -277,16 +277,13 @@ class Hub:
     def _agent_tools(self) -> list[Any]:
         return [t.definition for t in self.registry if t.in_process]
 
-    def _envelope(self, payload: Payload, device_id: str | None) -> Envelope:
-        target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
-        return codec.envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
-
     def encode(self, payload: Payload, device_id: str | None = None) -> str:
         """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user).
 
         For a transport that must answer a connection the hub does not know yet (e.g. a refused hello).
         """
-        return codec.encode(self._envelope(payload, device_id))
+        target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
+        return codec.encode_envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
 
     async def _send(self, peer: Peer, payload: Payload) -> bool:
         try:

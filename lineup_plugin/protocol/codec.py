@@ -9,11 +9,12 @@ path, e.g. ``payload.arguments: input should be a valid dictionary``.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from ..errors import ProtocolError, VersionError
 from .base import WireModel
@@ -24,8 +25,8 @@ MAX_MESSAGE_CHARS = 1_000_000
 
 
 def new_id(prefix: str = "msg") -> str:
-    """A fresh unique id such as ``msg_5f0c...``."""
-    return f"{prefix}_{uuid.uuid4().hex}"
+    """A fresh unique id such as ``msg_5f0c...`` (128 random bits in hex)."""
+    return f"{prefix}_{os.urandom(16).hex()}"
 
 
 def now_iso() -> str:
@@ -58,6 +59,28 @@ def envelope(
 def encode(message: Envelope) -> str:
     """The compact JSON text of an envelope (``None`` fields left out)."""
     return message.model_dump_json(exclude_none=True)
+
+
+def encode_envelope(
+    payload: Payload,
+    *,
+    sender: Actor,
+    target: Actor,
+    conversation_id: str,
+    id: str | None = None,
+) -> str:
+    """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope."""
+    fields = {
+        "v": PROTOCOL_VERSION,
+        "id": id or new_id(),
+        "type": TYPE_PREFIX + KIND_OF[type(payload)],
+        "conversation_id": conversation_id,
+        "sender": sender,
+        "target": target,
+        "timestamp": now_iso(),
+        "payload": payload,
+    }
+    return to_json(fields, by_alias=True, exclude_none=True).decode()
 
 
 def _describe(exc: ValidationError, prefix: str = "") -> str:
@@ -96,9 +119,9 @@ def decode_object(data: Any) -> Envelope:
     if model is None:
         raise ProtocolError(f"type: unknown kind {kind!r}")
     payload = validate(model, header.payload, path="payload")
-    fields = dict(header)
+    fields = header.__dict__.copy()  # the validated fields (dict(header) is several times slower)
     fields["payload"] = payload
-    return Envelope.model_construct(**fields)
+    return Envelope.model_construct(set(fields), **fields)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -106,12 +129,20 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: one decoder for every message (json.loads with options builds a new one per call)
+_decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def decode(text: str | bytes) -> Envelope:
     """Decode one envelope from JSON text; raises ProtocolError on anything that is not valid v1."""
     if len(text) > MAX_MESSAGE_CHARS:
         raise ProtocolError(f"message: {len(text)} characters is over the limit of {MAX_MESSAGE_CHARS}")
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        if not isinstance(text, str):  # as json.loads does with bytes
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        data = _decoder.decode(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"message: malformed JSON ({exc})") from None
     except RecursionError:
