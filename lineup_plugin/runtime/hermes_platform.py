@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 #: how long the gateway waits for a hand-off to the hub before it gives up
 SUBMIT_TIMEOUT = 15.0
 
+
 class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is untyped
     """Hermes' view of the LineUp App: one chat with the App user, spread over their devices."""
 

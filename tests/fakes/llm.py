@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODEL = "scripted-model"
+#: what the fake reports as the model's context window (saves the agent a metadata lookup)
+CONTEXT_LENGTH = 128_000
 
 
 @dataclass
@@ -154,7 +156,8 @@ class ScriptedLLM:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+                    model = {"id": MODEL, "object": "model", "context_length": CONTEXT_LENGTH}
+                    self._json(200, {"object": "list", "data": [model]})
                 else:
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -227,9 +230,7 @@ class ScriptedLLM:
             "object": "chat.completion",
             "created": 0,
             "model": MODEL,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 

@@ -1,0 +1,197 @@
+"""The heavy parts of the Hermes end-to-end tests, meant to be set up once and shared.
+
+- :func:`hermes_session`: a temporary ``HERMES_HOME`` whose ``config.yaml`` enables the
+  ``lineup`` plugin (found through its real entry point) with LineUp's settings under
+  ``plugins.entries.lineup`` (127.0.0.1, port 0, memory store); the scripted LLM; Hermes'
+  ``model_tools`` imported, which runs the real plugin discovery and ``register(ctx)``.
+- :func:`running_gateway`: a real Hermes ``GatewayRunner`` on its own thread and event loop,
+  as in ``hermes gateway``; the ``lineup`` platform adapter connects and serves the App.
+
+Only the LLM is fake. The App is :class:`tests.wsapp.WsApp`, a real WebSocket client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm import CONTEXT_LENGTH, MODEL, ScriptedLLM
+
+TOKEN = "hermes-e2e-token-0123456789"
+
+CONFIG = """\
+model:
+  default: {model}
+  provider: custom
+  base_url: {base_url}
+  api_key: scripted
+  context_length: {context_length}
+agent:
+  clarify_timeout: 60
+approvals:
+  mode: manual
+  timeout: 30
+display:
+  busy_input_mode: interrupt
+# side work that would call the LLM or hold files open behind the tests' back
+auxiliary:
+  title_generation:
+    enabled: false
+kanban:
+  dispatch_in_gateway: false
+plugins:
+  enabled: [lineup]
+  entries:
+    lineup:
+      host: 127.0.0.1
+      port: 0
+      token: {token}
+      store: memory
+      data_dir: {data_dir}
+"""
+
+
+def offline_caches(home: Path) -> None:
+    """Fresh model-metadata caches, so Hermes never looks the scripted model up on the Internet."""
+    entry = {"context_length": CONTEXT_LENGTH, "max_completion_tokens": 4096, "name": MODEL, "pricing": {}}
+    (home / "cache").mkdir(exist_ok=True)
+    (home / "cache" / "openrouter_model_metadata.json").write_text(json.dumps({MODEL: entry}), encoding="utf-8")
+    (home / "models_dev_cache.json").write_text(json.dumps({"custom": {"models": {}}}), encoding="utf-8")
+
+
+@dataclass
+class Hermes:
+    """A Hermes installation with LineUp enabled, and the scripted LLM it talks to."""
+
+    home: Path
+    llm: ScriptedLLM
+    service: Any
+    agents: list[Any] = field(default_factory=list)
+
+    def agent(self, *toolsets: str, attach: bool = True, **options: Any) -> Any:
+        """A real ``AIAgent`` on the scripted LLM with ``toolsets`` (default: ``lineup``), attached to LineUp."""
+        from run_agent import AIAgent
+
+        agent = AIAgent(
+            base_url=self.llm.base_url,
+            api_key="scripted",
+            provider="custom",
+            model=MODEL,
+            quiet_mode=True,
+            skip_memory=True,
+            skip_context_files=True,
+            enabled_toolsets=list(toolsets or ("lineup",)),
+            **options,
+        )
+        if attach:
+            self.service.attach(agent)
+        self.agents.append(agent)
+        return agent
+
+    @property
+    def server(self) -> Any:
+        """The running DirectServer (started here if no tool call started it yet)."""
+        assert self.service.ensure_started("test")
+        return self.service.runner.server
+
+
+def run_in_thread(agent: Any, message: str, **options: Any) -> Future[dict[str, Any]]:
+    """Run ``agent.run_conversation(message)`` on a worker thread, as a host would; a future of its result."""
+    future: Future[dict[str, Any]] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(agent.run_conversation(message, **options))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="hermes-agent-run", daemon=True).start()
+    return future
+
+
+async def result_of(future: Future[dict[str, Any]]) -> dict[str, Any]:
+    """Await a :func:`run_in_thread` future from the test's event loop."""
+    return await asyncio.wrap_future(future)
+
+
+@contextmanager
+def hermes_session(home: Path) -> Iterator[Hermes]:
+    """Hermes with LineUp enabled in ``home`` (a fresh HERMES_HOME); Hermes is imported here, once."""
+    saved = {key: os.environ.get(key) for key in ("HERMES_HOME", "_HERMES_GATEWAY")}
+    with ScriptedLLM() as llm:
+        (home / "config.yaml").write_text(
+            CONFIG.format(
+                model=MODEL,
+                base_url=llm.base_url,
+                context_length=CONTEXT_LENGTH,
+                token=TOKEN,
+                data_dir=home / "lineup",
+            ),
+            encoding="utf-8",
+        )
+        offline_caches(home)
+        os.environ["HERMES_HOME"] = str(home)
+        import model_tools  # noqa: F401 - runs Hermes' plugin discovery, which calls our register(ctx)
+
+        from lineup_plugin.runtime import hermes as runtime
+
+        service = runtime.service()
+        assert service is not None, "Hermes did not load the lineup plugin"
+        env = Hermes(home, llm, service)
+        try:
+            yield env
+        finally:
+            for agent in env.agents:
+                service.detach(agent)
+            service.stop()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@dataclass
+class Gateway:
+    """A real Hermes gateway running on its own thread and loop, with the ``lineup`` platform."""
+
+    runner: Any
+    loop: asyncio.AbstractEventLoop
+    adapter: Any
+
+    @property
+    def server(self) -> Any:
+        """The DirectServer the gateway's LineUp platform serves."""
+        return self.adapter.svc.runner.server
+
+
+@contextmanager
+def running_gateway(hermes: Hermes) -> Iterator[Gateway]:
+    """``GatewayRunner.start()`` as ``hermes gateway`` runs it; stopped (with the LineUp server) at the end."""
+    from gateway.config import Platform
+    from gateway.run import GatewayRunner
+
+    hermes.service.stop()  # the gateway owns the server from its platform's connect()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="hermes-gateway", daemon=True)
+    thread.start()
+    runner = GatewayRunner()
+    assert asyncio.run_coroutine_threadsafe(runner.start(), loop).result(60)
+    adapter = runner.adapters.get(Platform("lineup"))
+    assert adapter is not None, f"the gateway did not start the lineup platform: {list(runner.adapters)}"
+    try:
+        yield Gateway(runner, loop, adapter)
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.stop(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        os.environ.pop("_HERMES_GATEWAY", None)

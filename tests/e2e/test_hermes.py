@@ -1,0 +1,301 @@
+"""LineUp inside the real Hermes Agent: only the LLM is scripted, the App is a real WebSocket client.
+
+The plugin is found through its entry point and enabled by ``plugins.enabled: [lineup]`` in a
+temporary ``HERMES_HOME`` (see :mod:`tests.e2e.hermes_harness`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.tools import ToolDefinition
+from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
+from tests.wsapp import WsApp
+
+from .hermes_harness import Gateway, Hermes, hermes_session, result_of, run_in_thread, running_gateway
+
+# Hermes must not be imported before the ``hermes`` fixture sets HERMES_HOME: only look it up.
+pytestmark = [
+    pytest.mark.hermes,
+    pytest.mark.skipif(importlib.util.find_spec("run_agent") is None, reason="needs hermes-agent installed"),
+]
+
+
+@pytest.fixture(scope="session")
+def hermes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hermes]:
+    """Hermes with LineUp enabled, imported once for the session."""
+    with hermes_session(tmp_path_factory.mktemp("hermes-home")) as env:
+        yield env
+
+
+@pytest.fixture(scope="class")
+def gateway(hermes: Hermes) -> Iterator[Gateway]:
+    """A real Hermes gateway serving the App, for one test class."""
+    with running_gateway(hermes) as running:
+        yield running
+
+
+DEPLOY = {"question": "Deploy to which environment?", "options": ["test", "staging", "production"]}
+FLASHLIGHT = {
+    "name": "flashlight",
+    "type": "action",
+    "description": "Turn the phone's flashlight on or off.",
+    "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
+}
+
+
+async def next_status(app: WsApp, state: str) -> AgentStatus:
+    """Read ``agent.status`` messages until one is in ``state``."""
+    while True:
+        status = (await app.next("agent.status")).payload
+        assert isinstance(status, AgentStatus)
+        if status.state == state:
+            return status
+
+
+async def next_text(app: WsApp, text: str) -> None:
+    """Read ``text`` messages until one says ``text``."""
+    while True:
+        message = (await app.next("text")).payload
+        assert isinstance(message, Text)
+        if message.text == text:
+            return
+
+
+async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_result(hermes: Hermes) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("Deploying to staging."))
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(), "deploy the app")
+        card = await app.next_call()
+        assert (card.name, card.arguments) == ("choice", DEPLOY)
+        await app.answer(card, selected="staging", index=1)
+        result = await result_of(run)
+        await next_text(app, "Deploying to staging.")
+    finally:
+        await app.close()
+    assert result["final_response"] == "Deploying to staging."
+    first, second = hermes.llm.requests
+    assert {"choice", "confirm", "input", "calculator", "canvas"} <= tool_names(first)
+    (answer,) = tool_messages(second)
+    assert answer["json"]["status"] == "completed"
+    assert answer["json"]["result"] == {"selected": "staging", "index": 1}
+    assert not hermes.llm.errors
+
+
+async def test_a_card_nobody_answers_expires_and_the_model_reads_expired(
+    hermes: Hermes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(hermes.service.settings.deadlines, "input", 0.5)
+    hermes.llm.reset(call("input", prompt="What is your name?"), say("No answer yet; I will ask later."))
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(), "ask for my name")
+        card = await app.next_call()
+        closed = (await app.next("tool.cancel")).payload
+        result = await result_of(run)
+    finally:
+        await app.close()
+    assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id and "expired" in (closed.reason or "")
+    assert result["final_response"] == "No answer yet; I will ask later."
+    (answer,) = tool_messages(hermes.llm.requests[1])
+    assert answer["json"]["status"] == "expired"
+    assert "not a refusal" in answer["json"]["hint"]
+
+
+async def test_with_no_app_connected_the_model_reads_a_clear_failure(hermes: Hermes) -> None:
+    hermes.service.stop()  # a fresh server: no device of an earlier test is still attached
+    hermes.llm.reset(call("choice", **DEPLOY), say("Please open the LineUp App."))
+    result = await result_of(run_in_thread(hermes.agent(), "deploy the app"))
+    assert result["final_response"] == "Please open the LineUp App."
+    (answer,) = tool_messages(hermes.llm.requests[1])
+    assert answer["json"]["status"] == "failed"
+    assert "no LineUp App is connected" in answer["json"]["result"]["message"]
+
+
+async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Hermes) -> None:
+    hermes.llm.reset(call("weather", city="Paris"), call("rating", subject="the forecast"), say("Thanks!"))
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(), "weather in Paris?")
+        card = await app.next_call()
+        assert (card.name, card.arguments) == ("rating", {"subject": "the forecast"})
+        await app.answer(card, stars=5)
+        result = await result_of(run)
+    finally:
+        await app.close()
+    assert result["final_response"] == "Thanks!"
+    first, second, third = hermes.llm.requests
+    assert {"weather", "rating"} <= tool_names(first)
+    (weather,) = tool_messages(second)
+    assert weather["json"]["status"] == "completed"
+    assert weather["json"]["result"] == {"city": "Paris", "temperature": 18.0, "unit": "c", "conditions": "cloudy"}
+    assert tool_messages(third)[-1]["json"]["result"] == {"stars": 5}
+
+
+async def test_a_tool_the_app_declares_becomes_a_hermes_tool(hermes: Hermes) -> None:
+    from tools.registry import registry
+
+    app = await WsApp.connect(hermes.server)
+    try:
+        await app.next("tool.list")  # the agent's tools, sent on connect
+        await app.send(ToolList(tools=[ToolDefinition.model_validate(FLASHLIGHT)], request=True))
+        await app.next("tool.list")  # the answer comes once the declared tools are registered
+        assert registry.get_entry("flashlight").toolset == "lineup"
+        hermes.llm.reset(call("flashlight", on=True), say("Light is on."))
+        run = run_in_thread(hermes.agent(), "turn the light on")
+        card = await app.next_call()
+        assert (card.name, card.arguments) == ("flashlight", {"on": True})
+        await app.answer(card, on=True)
+        result = await result_of(run)
+    finally:
+        await app.close()
+    assert result["final_response"] == "Light is on."
+    assert "flashlight" in tool_names(hermes.llm.requests[0])
+    assert tool_messages(hermes.llm.requests[1])[0]["json"]["result"] == {"on": True}
+
+
+async def test_app_text_interrupts_a_directly_driven_agent_with_the_new_message(hermes: Hermes) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("All right, no deployment."))
+    agent = hermes.agent()
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(agent, "deploy the app")
+        card = await app.next_call()
+        await app.send(Text(text="never mind"))
+        closed = (await app.next("tool.cancel")).payload
+        interrupted = await result_of(run)
+        # the host answers the interrupting message, as Hermes' CLI does with interrupt_message
+        follow_up = run_in_thread(agent, interrupted["interrupt_message"], conversation_history=interrupted["messages"])
+        result = await result_of(follow_up)
+    finally:
+        await app.close()
+    assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id
+    assert interrupted["interrupted"] and interrupted["interrupt_message"] == "never mind"
+    assert result["final_response"] == "All right, no deployment."
+    last = hermes.llm.requests[-1]
+    assert last_user_text(last) == "never mind"
+    assert tool_messages(last)[-1]["json"]["status"] == "cancelled"
+
+
+async def test_clarify_of_a_directly_driven_agent_is_a_choice_card(hermes: Hermes) -> None:
+    hermes.llm.reset(call("clarify", question="Which database?", choices=["sqlite", "postgres"]), say("postgres it is"))
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent("lineup", "clarify"), "set up the project")
+        card = await app.next_call()
+        assert (card.name, card.arguments["options"]) == ("choice", ["sqlite", "postgres"])
+        await app.answer(card, selected="sqlite", index=0)
+        await result_of(run)
+    finally:
+        await app.close()
+    assert tool_messages(hermes.llm.requests[1])[0]["json"]["user_response"] == "sqlite"
+
+
+async def test_stop_button_cancels_the_card_and_interrupts_a_directly_driven_agent(hermes: Hermes) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY))
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(), "deploy the app")
+        card = await app.next_call()
+        await app.send(AgentStop())
+        closed = (await app.next("tool.cancel")).payload
+        result = await result_of(run)
+    finally:
+        await app.close()
+    assert isinstance(closed, ToolCancel) and (closed.call_id, closed.reason) == (card.call_id, "stopped by the user")
+    assert result["interrupted"]
+    assert len(hermes.llm.requests) == 1
+
+
+class TestGateway:
+    """The App as a Hermes messaging platform, in a real ``GatewayRunner``."""
+
+    async def test_app_text_is_a_gateway_message_and_the_reply_comes_back(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        hermes.llm.reset(say("Hello from Hermes."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="hi"))
+            await next_text(app, "Hello from Hermes.")
+        finally:
+            await app.close()
+        assert last_user_text(hermes.llm.requests[0]).startswith("hi")
+
+    async def test_text_while_a_choice_is_pending_interrupts_the_run_and_cancels_the_card(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        hermes.llm.reset(call("choice", **DEPLOY), say("OK, I will not deploy."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="deploy the app"))
+            card = await app.next_call()
+            await app.send(Text(text="stop, do not deploy"))
+            cancel = (await app.next("tool.cancel")).payload
+            assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+            await next_text(app, "OK, I will not deploy.")
+        finally:
+            await app.close()
+        last = hermes.llm.requests[-1]
+        assert last_user_text(last).endswith("stop, do not deploy")
+        assert [m["json"]["status"] for m in tool_messages(last)][-1] == "cancelled"
+
+    async def test_hermes_clarify_is_a_choice_card_and_the_answer_returns_to_it(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        question = {"question": "Which database?", "choices": ["sqlite", "postgres"]}
+        hermes.llm.reset(call("clarify", **question), say("Using postgres."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="set up the project"))
+            card = await app.next_call()
+            assert card.name == "choice"
+            assert card.arguments == {"question": "Which database?", "options": ["sqlite", "postgres"]}
+            await app.answer(card, selected="postgres", index=1)
+            await next_text(app, "Using postgres.")
+        finally:
+            await app.close()
+        answer = tool_messages(hermes.llm.requests[-1])[-1]
+        assert answer["name"] == "clarify"
+        assert answer["json"]["user_response"] == "postgres"
+
+    async def test_dangerous_command_approval_is_a_confirm_card_and_rejecting_it_denies(
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path
+    ) -> None:
+        target = tmp_path / "keep"
+        target.mkdir()
+        command = f"rm -rf {target}"
+        hermes.llm.reset(call("terminal", command=command), say("I did not delete it."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="clean up"))
+            card = await app.next_call()
+            assert card.name == "confirm" and card.arguments["details"] == command
+            await app.answer(card, approved=False)
+            await next_text(app, "I did not delete it.")
+        finally:
+            await app.close()
+        assert target.exists()
+        denied = tool_messages(hermes.llm.requests[-1])[-1]
+        assert denied["name"] == "terminal" and denied["json"]["status"] == "blocked"
+        assert "denied by user" in denied["json"]["error"]
+
+    async def test_stop_button_stops_the_run_and_closes_the_card(self, hermes: Hermes, gateway: Gateway) -> None:
+        hermes.llm.reset(call("choice", **DEPLOY))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="deploy the app"))
+            card = await app.next_call()
+            await app.send(AgentStop(reason="stop button"))
+            cancel = (await app.next("tool.cancel")).payload
+            assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+            await next_status(app, "interrupted")
+        finally:
+            await app.close()
+        assert len(hermes.llm.requests) == 1
