@@ -66,7 +66,14 @@ def _compile(schema: Any) -> Predicate:
         return lambda _: True
     if len(checks) == 1:
         return checks[0]
-    return lambda instance: all(check(instance) for check in checks)
+
+    def every(instance: Any) -> bool:
+        for check in checks:  # noqa: SIM110 - a loop is ~2.5x faster than all(genexpr), and this runs per call
+            if not check(instance):
+                return False
+        return True
+
+    return every
 
 
 def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Predicate:
@@ -81,13 +88,21 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Predicate:
     if keyword == "properties":
         if not isinstance(value, dict):
             raise _Unsupported
-        props = {name: _compile(sub) for name, sub in value.items()}
-        return lambda v: not isinstance(v, dict) or all(name not in v or ok(v[name]) for name, ok in props.items())
+        props = [(name, _compile(sub)) for name, sub in value.items()]
+
+        def properties(v: Any) -> bool:
+            if isinstance(v, dict):
+                for name, ok in props:
+                    if name in v and not ok(v[name]):
+                        return False
+            return True
+
+        return properties
     if keyword == "required":
         if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
             raise _Unsupported
-        names = list(value)
-        return lambda v: not isinstance(v, dict) or all(name in v for name in names)
+        names = frozenset(value)
+        return lambda v: not isinstance(v, dict) or names.issubset(v)
     if keyword == "additionalProperties":
         known = schema.get("properties", {})
         if not isinstance(known, dict):
@@ -98,7 +113,15 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Predicate:
         return lambda v: not isinstance(v, dict) or all(name in known or extra(item) for name, item in v.items())
     if keyword == "items":
         each = _compile(value)
-        return lambda v: not isinstance(v, list) or all(each(item) for item in v)
+
+        def items(v: Any) -> bool:
+            if isinstance(v, list):
+                for item in v:
+                    if not each(item):
+                        return False
+            return True
+
+        return items
     if keyword == "enum":
         if not isinstance(value, list) or not all(type(item) is str for item in value):
             raise _Unsupported
@@ -129,9 +152,15 @@ def _plain(value: Any) -> bool:
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return True
     if kind is dict:
-        return all(type(key) is str and _plain(item) for key, item in value.items())
+        for key, item in value.items():  # noqa: SIM110 - as in every()
+            if type(key) is not str or not _plain(item):
+                return False
+        return True
     if kind is list:
-        return all(_plain(item) for item in value)
+        for item in value:  # noqa: SIM110 - as in every()
+            if not _plain(item):
+                return False
+        return True
     return False
 
 

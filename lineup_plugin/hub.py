@@ -459,9 +459,10 @@ class Hub:
         if not item.future.done():
             assert call.result is not None
             item.future.set_result(call.result)
-        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered_by else reason)
-        for peer in list(self._peers):
-            if peer is not answered_by:
+        others = [peer for peer in self._peers if peer is not answered_by]
+        if others:
+            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered_by else reason)
+            for peer in others:
                 await self._send(peer, notice)
         return True
 

@@ -111,10 +111,10 @@ class Call:
             raise CallStateError(f"result for call {result.call_id} given to call {self.call_id}")
         if self.done:
             return False
-        filled = result.model_copy(
-            update={"name": result.name or self.request.name, "action": result.action or self.request.action}
-        )
-        self.result = filled
+        name, action = result.name or self.request.name, result.action or self.request.action
+        if name != result.name or action != result.action:  # fill them in on a copy (most Apps send both)
+            result = result.model_copy(update={"name": name, "action": action})
+        self.result = result
         self._enter(CallState(result.status), now)
         return True
 
