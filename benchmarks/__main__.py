@@ -53,7 +53,7 @@ def main() -> None:
         help="run only this section (repeatable)",
     )
     args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
+    logging.disable(logging.WARNING)  # the MCP SDK and uvicorn log every request at INFO
     header = machine.describe()
     started = time.perf_counter()
     rows = asyncio.run(run(QUICK if args.quick else FULL, set(args.only or ["latency", "throughput", "startup"])))

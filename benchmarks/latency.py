@@ -22,6 +22,7 @@ from .report import Row, fmt_ratio, verdict
 from .stats import percentile, round_ratios
 
 FLOOR = "raw websockets echo"
+BARE = "LineUp messages on a bare websocket, no hub (App answers, agent decodes)"
 DIRECT = "direct, store off (MemoryStore)"
 NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
 FULL = "direct, SQLite WAL synchronous=FULL"
@@ -65,6 +66,8 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     """Start every variant; returns their samplers by name (in table order)."""
     echo = rigs.EchoServer()
     await echo.start(stack)
+    bare = rigs.BareServer()
+    await bare.start(stack)
     text = rigs.call_text()
     direct = await rigs.direct_server(stack, data_dir)
     normal = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "normal"))
@@ -79,7 +82,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     stack.push_async_callback(asyncio.to_thread, runner.stop)
     assert runner.server is not None
     servers = [direct, normal, full, runner.server]
-    await rigs.start_child(stack, "ws", rigs.TOKEN, echo.target(), *(rigs.ws_target(s) for s in servers))
+    await rigs.start_child(stack, "ws", rigs.TOKEN, echo.target(), bare.target(), *(rigs.ws_target(s) for s in servers))
     memory_hub = rigs.new_hub()
     await rigs.AnsweringApp(memory_hub, "memory-app").connect()
     relay_hub = await rigs.relay_hub(stack)
@@ -92,8 +95,12 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     async def floor(budget: float, limit: int) -> list[int]:
         return await echo.round_trips(text, budget, limit)
 
+    async def bare_exchange(budget: float, limit: int) -> list[int]:
+        return await bare.round_trips(text, budget, limit)
+
     return {
         FLOOR: floor,
+        BARE: bare_exchange,
         DIRECT: hub_sampler(direct.hub),
         NORMAL: hub_sampler(normal.hub),
         FULL: hub_sampler(full.hub),
@@ -138,6 +145,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
     section = "1-4 round trip p50 / p99"
     return [
         Row(section, FLOOR, cell(FLOOR), "the floor", "", ""),
+        Row(section, BARE, cell(BARE), f"{fmt_ratio(ratio(BARE, FLOOR))} the echo", "", ""),
         Row(
             section, DIRECT, cell(DIRECT), f"{fmt_ratio(direct_floor)} the echo", "≤ 1.5×", verdict(direct_floor <= 1.5)
         ),

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
 from .peers import ANSWER
-from .rigs import free_port, start_child
+from .rigs import Child, free_port
 
 #: (budget seconds, max samples, where to put the times), or None to end the tool
 Command = tuple[float, int, "asyncio.Future[list[int]]"] | None
@@ -110,10 +110,13 @@ async def streamable_http(stack: AsyncExitStack) -> ElicitingServer:
     while not server.started:
         await asyncio.sleep(0.01)
 
-    async def stop_tool() -> None:
-        peer.commands.put_nowait(None)
+    client = Child("mcp", f"http://127.0.0.1:{sock.getsockname()[1]}/mcp")
+    stack.push_async_callback(client.stop)
 
-    port = sock.getsockname()[1]
-    await start_child(stack, "mcp", f"http://127.0.0.1:{port}/mcp")
+    async def stop_tool() -> None:  # end the tool and let its client leave by itself (else the SDK logs errors)
+        peer.commands.put_nowait(None)
+        await client.exited(30)
+
+    await client.start()
     stack.push_async_callback(stop_tool)
     return peer

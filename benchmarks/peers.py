@@ -96,8 +96,11 @@ async def echo_client(url: str, ready: asyncio.Event) -> None:
 
 
 async def until_stdin_closes() -> None:
-    """Return when the parent closes our stdin (it is done with us)."""
-    await asyncio.to_thread(sys.stdin.read)
+    """Return when the parent closes our stdin (it is done with us); cancellable."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    await reader.read()
 
 
 def say(**fields: Any) -> None:

@@ -19,7 +19,7 @@ from lineup_plugin.config import Settings, WuKongIMSettings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
-from lineup_plugin.protocol.messages import ToolCall, ToolResult
+from lineup_plugin.protocol.messages import Actor, DeviceWelcome, ToolCall, ToolResult
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
 from lineup_plugin.transports.direct import DirectServer, Limits
 from lineup_plugin.transports.memory import MemoryApp
@@ -119,6 +119,11 @@ class Child:
             process.kill()
             await process.wait()
 
+    async def exited(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the child to exit by itself."""
+        if self.process is not None:
+            await asyncio.wait_for(self.process.wait(), timeout)
+
     @property
     def pid(self) -> int:
         """The child's process id."""
@@ -205,6 +210,47 @@ class EchoServer:
                 await connection.send(text)
                 outstanding += 1
         return count / (time.perf_counter() - start)
+
+
+class BareServer:
+    """LineUp's messages with no hub: a bare websockets server says welcome to one App, then sends
+    it the benchmark call and decodes its answer with the codec (what any LineUp peer must do)."""
+
+    def __init__(self) -> None:
+        self.connection: ServerConnection | None = None
+        self._ready = asyncio.Event()
+        self.port = 0
+
+    async def start(self, stack: AsyncExitStack) -> None:
+        """Listen on 127.0.0.1 (closed by ``stack``)."""
+        welcome = new_hub().encode(DeviceWelcome(device_id="bench", agent=Actor(kind="agent", id="lineup-agent")))
+
+        async def handler(connection: ServerConnection) -> None:
+            await connection.recv()  # the hello
+            await connection.send(welcome)
+            self.connection = connection
+            self._ready.set()
+            await connection.wait_closed()
+
+        server = await stack.enter_async_context(serve(handler, "127.0.0.1", 0, max_size=2**20))
+        self.port = next(iter(server.sockets)).getsockname()[1]
+
+    def target(self) -> str:
+        """The ``ws`` peer target of one App."""
+        return f"lineup:ws://127.0.0.1:{self.port}/:1"
+
+    async def round_trips(self, text: str, budget: float, limit: int) -> list[int]:
+        """Sequential send-the-call, receive-and-decode-the-answer."""
+        await self._ready.wait()
+        assert self.connection is not None
+        samples: list[int] = []
+        end = time.perf_counter() + budget
+        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+            start = time.perf_counter_ns()
+            await self.connection.send(text)
+            codec.decode(await self.connection.recv())
+            samples.append(time.perf_counter_ns() - start)
+        return samples
 
 
 # ------------------------------------------------------------------------------ in memory

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def expected_rows() -> list[str]:
     names = [
         latency.FLOOR,
+        latency.BARE,
         latency.DIRECT,
         latency.NORMAL,
         latency.FULL,
