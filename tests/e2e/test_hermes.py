@@ -7,8 +7,14 @@ temporary ``HERMES_HOME`` (see :mod:`tests.e2e.hermes_harness`).
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -299,3 +305,93 @@ class TestGateway:
         finally:
             await app.close()
         assert len(hermes.llm.requests) == 1
+
+
+# ------------------------------------------------------------------------ fresh processes
+
+PROBE = """
+import json, socket, sys
+import model_tools  # Hermes' plugin discovery runs here, as in every Hermes process
+from hermes_cli.plugins import get_plugin_manager
+from tools.registry import registry
+
+plugin = get_plugin_manager()._plugins.get("lineup")
+runtime = sys.modules.get("lineup_plugin.runtime.hermes")
+service = runtime.service() if runtime else None
+with socket.socket() as probe:
+    port_open = probe.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0
+print(json.dumps({
+    "loaded": bool(plugin and plugin.enabled),
+    "error": plugin.error if plugin else None,
+    "tools": sorted(registry.get_tool_names_for_toolset("lineup")),
+    "imported": "lineup_plugin" in sys.modules,
+    "serving": bool(service and service.serving),
+    "port_open": port_open,
+}))
+"""
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def probe_hermes(home: Path, config: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start a fresh Hermes process on ``config`` (with a LineUp port), and report what LineUp did there."""
+    port = free_port()
+    home.mkdir(exist_ok=True)
+    (home / "config.yaml").write_text(config.format(port=port, data_dir=home / "lineup"), encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
+    environ.update(HERMES_HOME=str(home), **(env or {}))
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(port)], env=environ, capture_output=True, text=True, timeout=120, check=True
+    )
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+LINEUP_SECTION = """\
+plugins:
+  enabled: {enabled}
+  entries:
+    lineup:
+      host: 127.0.0.1
+      port: {port}
+      data_dir: {data_dir}
+"""
+
+
+def test_not_enabled_means_no_lineup_tools_and_no_port(tmp_path: Path) -> None:
+    report = probe_hermes(tmp_path / "home", LINEUP_SECTION.replace("{enabled}", "[]"))
+    assert report == {
+        "loaded": False,
+        "error": "not enabled in config (run `hermes plugins enable lineup` to activate)",
+        "tools": [],
+        "imported": False,
+        "serving": False,
+        "port_open": False,
+    }
+
+
+def test_enabled_registers_every_tool_but_opens_no_port_until_needed(tmp_path: Path) -> None:
+    report = probe_hermes(tmp_path / "home", LINEUP_SECTION.replace("{enabled}", "[lineup]"))
+    assert report["loaded"] and report["error"] is None
+    assert {"choice", "confirm", "input", "calculator", "canvas", "weather", "rating"} <= set(report["tools"])
+    assert (report["serving"], report["port_open"]) == (False, False)
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "message"),
+    [
+        ("      deadline: soon\n", {}, "lineup setting 'deadline': input should be a valid number"),
+        ("", {"LINEUP_MODE": "carrier-pigeon"}, "lineup setting 'mode': input should be 'direct', 'relay' or 'auto'"),
+    ],
+    ids=["config.yaml", "environment"],
+)
+def test_a_bad_setting_fails_the_plugin_load_with_an_error_naming_it(
+    tmp_path: Path, config: str, env: dict[str, str], message: str
+) -> None:
+    report = probe_hermes(tmp_path / "home", LINEUP_SECTION.replace("{enabled}", "[lineup]") + config, env)
+    assert not report["loaded"] and message in report["error"]
+    assert (report["tools"], report["port_open"]) == ([], False)
