@@ -116,6 +116,7 @@ class Hub:
         self.status = AgentStatus(state="idle")
         self._peers: list[Peer] = []
         self._live: dict[str, _Live] = {}
+        self._targets: dict[str | None, Actor] = {}
         self._recovered = False
         #: the calls a previous process left pending, closed when this hub was made
         self.recovered: list[Call] = self.recover()
@@ -282,7 +283,12 @@ class Hub:
 
         For a transport that must answer a connection the hub does not know yet (e.g. a refused hello).
         """
-        target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
+        target = self._targets.get(device_id)
+        if target is None:  # built once per device: validating an Actor per message shows in profiles
+            if len(self._targets) >= 1024:
+                self._targets.clear()
+            target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
+            self._targets[device_id] = target
         return codec.encode_envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
 
     async def _send(self, peer: Peer, payload: Payload) -> bool:
