@@ -72,7 +72,7 @@ async def main() -> None:
             for path, color, width in LANDSCAPE:
                 arguments = {"instance_id": instance, "path": path, "color": color, "width": width}
                 await hub.call("canvas", arguments, action="draw")
-            await hub.send_text("Here it is: mountains, a meadow, the sun and a bird.")
+            await hub.send_text("Here it is: mountains, a tree, the sun and a bird.")
             await hub.set_status("idle")
             await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
             await page.screenshot(path=DOCS / "canvas.png")

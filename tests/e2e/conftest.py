@@ -106,17 +106,19 @@ async def open_app(browser: Browser, agent: Agent) -> AsyncIterator[OpenApp]:
     """Open the App in a fresh browser context (its own storage: another device), phone-sized.
 
     ``await open_app()`` follows the printed link and waits until the App is connected;
-    ``open_app(url=..., connected=False)`` opens any address without waiting. Uncaught page
-    errors fail the test.
+    ``open_app(url=..., connected=False)`` opens any address without waiting; ``init_script`` runs
+    in the page before the App. Uncaught page errors fail the test.
     """
     from playwright.async_api import expect
 
     contexts = []
     errors: list[str] = []
 
-    async def open_page(url: str | None = None, *, connected: bool = True) -> Page:
+    async def open_page(url: str | None = None, *, connected: bool = True, init_script: str | None = None) -> Page:
         context = await browser.new_context(**PHONE)
         contexts.append(context)
+        if init_script:
+            await context.add_init_script(init_script)
         page = await context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
         await page.goto(url or agent.link)

@@ -89,10 +89,11 @@ async def test_confirm_reject_delivers_rejected(agent: Agent, open_app: OpenApp)
     assert (result.status, result.result) == ("rejected", {"approved": False})
 
 
-async def test_confirm_approve_delivers_approved(agent: Agent, open_app: OpenApp) -> None:
+async def test_confirm_approved_with_the_keyboard_delivers_approved(agent: Agent, open_app: OpenApp) -> None:
     page = await open_app()
     call = agent.call("confirm", {"message": "Restart the service?"})
-    await page.get_by_role("button", name="Approve").click()
+    await page.get_by_role("button", name="Approve").focus()
+    await page.keyboard.press("Enter")
     result = await call
     assert (result.status, result.result) == ("completed", {"approved": True})
 
@@ -173,14 +174,14 @@ async def test_canvas_unknown_instance_fails(agent: Agent, open_app: OpenApp) ->
 
 async def test_unknown_app_tool_is_answered_unsupported(agent: Agent, open_app: OpenApp) -> None:
     agent.hub.registry.add(
-        {"name": "weather", "type": "action", "description": "show the weather", "inputSchema": {"type": "object"}},
+        {"name": "barcode_scan", "type": "action", "description": "scan a barcode", "inputSchema": {"type": "object"}},
         source="test",
     )
     page = await open_app()
-    result = await agent.call("weather", {})
+    result = await agent.call("barcode_scan", {})
     assert result.status == "unsupported"
     assert "no renderer" in result.result["message"]
-    await expect(page.locator('article.card[data-tool="weather"]')).to_contain_text("cannot show")
+    await expect(page.locator('article.card[data-tool="barcode_scan"]')).to_contain_text("cannot show")
 
 
 async def test_second_device_sees_its_card_dismissed_when_the_first_answers(agent: Agent, open_app: OpenApp) -> None:
@@ -293,3 +294,12 @@ async def test_card_of_a_call_that_ended_while_offline_is_closed_on_reconnect(ag
     await agent.restart_server()
     await expect(card(page, call_id)).to_contain_text("this call already ended (cancelled)", timeout=15_000)
     await expect(card(page, call_id)).to_have_attribute("data-state", "dismissed")
+
+
+async def test_app_works_where_crypto_random_uuid_is_missing(agent: Agent, open_app: OpenApp) -> None:
+    # plain http on a LAN address is not a secure context: browsers leave crypto.randomUUID out there
+    page = await open_app(init_script="delete Crypto.prototype.randomUUID")
+    assert await page.evaluate("typeof crypto.randomUUID") == "undefined"
+    call = agent.call("choice", DEPLOY)
+    await page.get_by_role("button", name="test").click()
+    assert (await call).result == {"selected": "test", "index": 0}
