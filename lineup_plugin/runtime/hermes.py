@@ -222,7 +222,7 @@ class HermesService:
         self.ctx = ctx
         self.settings = settings
         self.registry = registry
-        self.role = role or process_role()
+        self._fixed_role = self._role = role
         self.lock = ServerLock(settings.data_dir)
         self.runner: Runner | None = None
         self.owner: Owner | None = None
@@ -238,6 +238,11 @@ class HermesService:
 
     # server lifecycle ------------------------------------------------------------------
 
+    @property
+    def role(self) -> str:
+        """``gateway``, ``cli`` or ``process``: read when needed (the gateway marks itself after plugins load)."""
+        return self._role or process_role()
+
     def deadline_for(self, name: str) -> float:
         """The wait deadline of tool ``name`` (``deadlines.<name>``, else ``deadline``)."""
         return self.settings.deadlines.get(name, self.settings.deadline)
@@ -247,14 +252,17 @@ class HermesService:
         """Whether this process owns the running server."""
         return self.runner is not None
 
-    def ensure_started(self, reason: str) -> bool:
+    def ensure_started(self, reason: str, *, role: str | None = None) -> bool:
         """Start the server here unless another process owns it; True when this process serves.
 
-        Idempotent and thread-safe. ``reason`` is logged (gateway connect, session start...).
+        Idempotent and thread-safe. ``reason`` is logged (gateway connect, session start...);
+        ``role`` overrides what :func:`process_role` says this process is.
         """
         with self._start_lock:
             if self.runner is not None:
                 return True
+            if role is not None:
+                self._role = role
             if not self.lock.acquire(self.role):
                 self.owner = self.lock.owner()
                 if not self._refused_logged:
@@ -284,13 +292,14 @@ class HermesService:
         if server is None:  # relay mode: the App reaches the agent through WuKongIM
             return
         log.info("lineup: App at %s (token in %s or plugins.entries.lineup.token)", server.url, self.settings.data_dir)
-        if self.role != "gateway" and sys.stderr.isatty():
+        if sys.stderr.isatty():  # a person is watching this terminal; the link (with the token) never goes to logs
             print(f"{EMOJI} LineUp App: open {server.connect_link} on your phone", file=sys.stderr)
 
     def stop(self) -> None:
         """Stop the server (if this process runs it) and release the lock."""
         with self._start_lock:
             runner, self.runner = self.runner, None
+            self._role = self._fixed_role
             if runner is not None:
                 try:
                     runner.stop()

@@ -60,7 +60,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
     async def connect(self, *, is_reconnect: bool = False) -> bool:
         """Start the LineUp server in this (gateway) process, unless another process owns it."""
         try:
-            serving = await asyncio.to_thread(self.svc.ensure_started, "gateway platform connect")
+            serving = await asyncio.to_thread(self.svc.ensure_started, "gateway platform connect", role="gateway")
         except Exception as exc:
             log.error("lineup: cannot start the server: %s", exc)
             self._set_fatal_error("start_failed", str(exc), retryable=True)

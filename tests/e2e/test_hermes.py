@@ -144,17 +144,20 @@ async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Her
     assert tool_messages(third)[-1]["json"]["result"] == {"stars": 5}
 
 
-async def test_a_tool_the_app_declares_becomes_a_hermes_tool(hermes: Hermes) -> None:
+async def test_a_tool_the_app_declares_becomes_a_hermes_tool_of_a_running_agent(hermes: Hermes) -> None:
     from tools.registry import registry
 
+    agent = hermes.agent()  # built before the App declared anything
+    assert "flashlight" not in agent.valid_tool_names
     app = await WsApp.connect(hermes.server)
     try:
         await app.next("tool.list")  # the agent's tools, sent on connect
         await app.send(ToolList(tools=[ToolDefinition.model_validate(FLASHLIGHT)], request=True))
         await app.next("tool.list")  # the answer comes once the declared tools are registered
-        assert registry.get_entry("flashlight").toolset == "lineup"
+        entry = registry.get_entry("flashlight")
+        assert entry is not None and entry.toolset == "lineup"
         hermes.llm.reset(call("flashlight", on=True), say("Light is on."))
-        run = run_in_thread(hermes.agent(), "turn the light on")
+        run = run_in_thread(agent, "turn the light on")
         card = await app.next_call()
         assert (card.name, card.arguments) == ("flashlight", {"on": True})
         await app.answer(card, on=True)
