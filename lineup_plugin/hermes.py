@@ -15,11 +15,24 @@ costs nothing until Hermes actually enables the plugin.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from .errors import ConfigError
 
 
 def register(ctx: Any) -> None:
-    """Hermes' plugin hook: register LineUp's tools, hooks, ``/lineup`` command and platform."""
+    """Hermes' plugin hook: register LineUp's tools, hooks, ``/lineup`` command and platform.
+
+    A bad setting raises :class:`~lineup_plugin.errors.ConfigError` naming it: Hermes then logs
+    "Failed to load plugin 'lineup': …" (``~/.hermes/logs/errors.log``) and loads nothing of
+    LineUp; on a terminal the reason is also printed.
+    """
     from .runtime.hermes import install
 
-    install(ctx)
+    try:
+        install(ctx)
+    except ConfigError as exc:
+        if sys.stderr.isatty():
+            print(f"LineUp plugin not loaded: {exc}", file=sys.stderr)
+        raise

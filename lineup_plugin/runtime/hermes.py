@@ -486,20 +486,26 @@ class HermesService:
             self.stop()
 
     def lineup_command(self, raw_args: str = "") -> str:
-        """``/lineup``: where the App is served, and how many devices are connected."""
-        if self.runner is None:
-            owner = self.lock.owner()
-            if owner is not None and not self.lock.held:
-                return f"LineUp: the App is served by another Hermes process ({owner})."
-            return "LineUp: not serving yet; it starts on the first LineUp tool call or session."
-        server = getattr(self.runner, "server", None)
+        """``/lineup``: serve the App from this process if nobody does yet, and say where it is.
+
+        The link with the token is shown only outside the gateway (the CLI user is on this
+        machine; a gateway command may come from any chat platform).
+        """
+        try:
+            serving = self.ensure_started("/lineup command")
+        except Exception as exc:
+            return f"LineUp: cannot serve the App: {exc}"
+        if not serving:
+            owner = self.owner or self.lock.owner()
+            return f"LineUp: the App is served by another Hermes process ({owner or 'unknown'})."
+        assert self.runner is not None
+        server = self.runner.server
         devices = len(self.runner.hub.peers)
-        url = getattr(server, "url", "?")
-        line = f"LineUp: serving {url} ({devices} device{'s' if devices != 1 else ''} connected)."
-        if self.role == "cli" and server is not None:
+        where = server.url if server is not None else "the WuKongIM relay"
+        line = f"LineUp: serving the App at {where} ({devices} device{'s' if devices != 1 else ''} connected)."
+        if server is not None and not self.in_gateway:
             line += f"\nOpen {server.connect_link} on your phone."
         return line
-
 
 def clarify_card(question: str, choices: list[str] | None) -> tuple[str, dict[str, Any]]:
     """The LineUp tool and arguments that show Hermes' clarify: a choice card, or an input card."""

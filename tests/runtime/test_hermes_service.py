@@ -130,3 +130,20 @@ def test_no_app_connected_is_a_clear_failure_not_a_hidden_tool(service: HermesSe
     assert result.status == "failed"
     assert result.result == failure("x", "choice", "failed", result.result["message"], error="no_app").result
     assert "no LineUp App is connected" in result.result["message"]
+
+
+def test_lineup_command_serves_the_app_and_shows_the_link(service: HermesService) -> None:
+    reply = service.lineup_command()
+    assert service.serving and service.runner is not None and service.runner.server is not None
+    assert f"serving the App at {service.runner.server.url} (0 devices connected)" in reply
+    assert service.runner.server.connect_link in reply
+
+
+def test_lineup_command_names_the_process_that_serves_the_app(service: HermesService) -> None:
+    other = ServerLock(service.settings.data_dir)
+    assert other.acquire("gateway")
+    try:
+        reply = service.lineup_command()
+    finally:
+        other.release()
+    assert "served by another Hermes process (pid" in reply and "(gateway)" in reply
