@@ -385,10 +385,13 @@ class Hub:
                         call_id, name, "rejected", f"the user did not approve {name}", approval=approval.status
                     )
             return await self._run_in_process(tool, request)
-        if not self._peers:
-            return failure(
-                call_id, name, "failed", "no LineUp App is connected; ask the user to open the App", error="no_app"
-            )
+        if not self._peers:  # recorded like any call, so the store and the audit log know it ended
+            refused = Call(request=request, conversation_id=self.conversation_id)
+            refused.end("failed", "no LineUp App is connected; ask the user to open the App", error="no_app")
+            self.store.save_call(refused)
+            self.store.audit("call.failed", call_id=call_id, detail="no_app")
+            assert refused.result is not None
+            return refused.result
         wait = self.deadline_for(name) if deadline is None else deadline
         request.expires_at = format_timestamp(time.time() + wait)
         call = Call(request=request, conversation_id=self.conversation_id)

@@ -192,3 +192,11 @@ async def test_envelope_ids_seen_before_a_restart_are_still_duplicates(tmp_path:
         await app.connect()
         await app.send_payload(ToolResult(call_id="c1", result=ANSWER), id=envelope_id)
         assert ("duplicate.envelope", None, "phone", envelope_id) in after.audit_log
+
+
+async def test_a_call_with_no_app_connected_is_recorded_as_failed(hub: Hub, store: Store) -> None:
+    result = await hub.call("choice", CHOICE, call_id="lonely")
+    assert (result.status, result.result["error"]) == ("failed", "no_app")
+    saved = store.get_call("lonely")
+    assert saved is not None and saved.state is CallState.FAILED and saved.result == result
+    assert store.pending_calls() == []
