@@ -4,7 +4,7 @@ import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { Connection } from "./connection.js";
-import { loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
+import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { peer } from "./envelope.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
@@ -32,7 +32,6 @@ const ui = {
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
 const feed = new Feed(ui.feed, ui.scroller);
-let connection = null;
 const deck = new Deck({
   show: (el) => feed.add(el),
   send: (kind, payload) => connection.send(kind, payload),
@@ -71,10 +70,13 @@ const HANDLERS = {
   },
 };
 
-connection = new Connection({
+const connection = new Connection({
   onMessage: ({ kind, payload }) => HANDLERS[kind]?.(payload), // other kinds: nothing to show
   onState: (state) => showLink(ui.link, state),
-  onAuthFailed: () => showConnect(WRONG_TOKEN),
+  onAuthFailed: () => {
+    forgetToken(); // a reload must not retry it; the field keeps it for correcting
+    showConnect(WRONG_TOKEN);
+  },
   onUnreachable: (message) => showConnect(message),
   onProblem: (message) => feed.message("system", message),
   openCalls: () => deck.openCalls(),

@@ -9,7 +9,11 @@ const MAX_DELAY_MS = 10_000;
 
 /** Explain a close that happened before the agent welcomed us. */
 function refusal(host, opened, event) {
-  if (!opened) return `Cannot reach the agent at ${host}. Check that it is running and that this device can reach it.`;
+  if (!opened) {
+    const origin =
+      host === location.host ? "" : " It also refuses pages it did not serve itself, unless its allowed_origins lists them.";
+    return `Cannot reach the agent at ${host}. Check that it is running and that this device can reach it.${origin}`;
+  }
   const why = event.reason ? `: ${event.reason}` : "";
   return `The agent at ${host} closed the connection (code ${event.code}${why}).`;
 }
@@ -26,6 +30,9 @@ function refusal(host, opened, event) {
 export class Connection {
   constructor(callbacks) {
     this.cb = callbacks;
+    this.host = "";
+    this.token = "";
+    this.welcomed = false; // welcomed since connect(): a later close means reconnect, not "unreachable"
     this.ws = null;
     this.ready = false;
     this.stopped = true;

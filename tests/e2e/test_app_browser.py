@@ -57,6 +57,7 @@ async def test_wrong_token_shows_a_clear_error(agent: Agent, open_app: OpenApp) 
     await expect(page.get_by_role("alert")).to_contain_text("Wrong token — check the token printed by the agent")
     await expect(page.get_by_label("Token")).to_be_focused()
     assert not agent.hub.connected
+    assert await page.evaluate("localStorage.getItem('lineup.token')") is None
 
 
 async def test_unreachable_server_shows_a_clear_error(agent: Agent, open_app: OpenApp) -> None:

@@ -12,10 +12,14 @@ const STATUS_TEXT = {
 };
 
 export class Card {
-  /** `send(kind, payload)` sends an envelope to the agent; `label` names the tool for people. */
-  constructor(call, send, label) {
+  /**
+   * `send(kind, payload)` sends an envelope to the agent; `label` names the tool for people;
+   * an `interactive` card waits for the user, the others are answered by the App at once.
+   */
+  constructor(call, send, { label, interactive }) {
     this.call = call;
     this.send = send;
+    this.interactive = interactive;
     this.result = null;
     this.dismissed = false;
     this.body = h("fieldset", { class: "card-body" });

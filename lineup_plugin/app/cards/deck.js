@@ -32,8 +32,7 @@ export class Deck {
       return;
     }
     const renderer = Object.hasOwn(RENDERERS, request.name) ? RENDERERS[request.name] : unsupported;
-    const card = new Card(request, this.send, renderer.label);
-    card.interactive = renderer.interactive;
+    const card = new Card(request, this.send, renderer);
     this.cards.set(callId, card);
     if (!renderer.interactive) this.send("tool.ack", { call_id: callId, stage: "acknowledged" });
     try {
