@@ -131,6 +131,26 @@ class Child:
         return self.process.pid
 
 
+async def run_python(code: str, *args: str, env: dict[str, str] | None = None) -> dict[str, float]:
+    """Run ``code`` (with ``args`` in sys.argv) in a fresh interpreter; returns the JSON it prints last."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await process.communicate()
+    lines = out.decode().strip().splitlines()
+    if process.returncode or not lines:
+        raise RuntimeError(f"benchmark interpreter failed ({process.returncode})")
+    result: dict[str, float] = json.loads(lines[-1])
+    return result
+
+
 async def start_child(stack: AsyncExitStack, *args: str) -> dict[str, Any]:
     """Start a child whose stop is pushed onto ``stack``; returns its ready line."""
     child = Child(*args)

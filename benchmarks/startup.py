@@ -10,15 +10,12 @@ preloaded, as Hermes has it). The runs take turns; medians are quoted.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .report import Row, verdict
-from .rigs import ROOT, TOKEN
+from .rigs import TOKEN, run_python
 from .stats import median
 
 HERMES_START = """
@@ -83,25 +80,6 @@ def hermes_home(base: Path, enabled: bool) -> Path:
     return home
 
 
-async def run_python(code: str, env: dict[str, str]) -> dict[str, float]:
-    """Run ``code`` in a fresh interpreter and return the JSON it prints last."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    out, _ = await process.communicate()
-    lines = out.decode().strip().splitlines()
-    if process.returncode or not lines:
-        raise RuntimeError(f"benchmark interpreter failed ({process.returncode})")
-    result: dict[str, float] = json.loads(lines[-1])
-    return result
-
-
 async def measure(data_dir: Path, runs: int) -> Results:
     """``runs`` interleaved starts of each variant."""
     results = Results()
@@ -109,7 +87,7 @@ async def measure(data_dir: Path, runs: int) -> Results:
     for run in range(runs):
         for variant in ("without", "with", "fake") if run % 2 == 0 else ("fake", "with", "without"):
             env = {**base, "HERMES_HOME": str(hermes_home(data_dir, variant != "without"))}
-            out = await run_python(FAKE_CTX if variant == "fake" else HERMES_START, env)
+            out = await run_python(FAKE_CTX if variant == "fake" else HERMES_START, env=env)
             if variant == "without":
                 results.without.append(out["total"])
             elif variant == "with":

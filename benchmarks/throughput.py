@@ -46,6 +46,7 @@ class Results:
     apps: dict[int, list[float]] = field(default_factory=dict)
     rss_per_app: float = 0.0
     traced_per_app: float = 0.0
+    memory_apps: int = 0
 
 
 async def call_rate(hub: Hub, inflight: int, seconds: float) -> float:
@@ -86,8 +87,19 @@ async def measure(data_dir: Path, plan: Plan) -> Results:
             for count, server in servers.items():
                 rate = await call_rate(server.hub, APPS_INFLIGHT, plan.window)
                 results.apps.setdefault(count, []).append(rate)
-    results.rss_per_app, results.traced_per_app = await memory_per_app(data_dir, plan.memory_apps)
+    memory = await rigs.run_python(MEMORY, str(data_dir), str(plan.memory_apps))  # a fresh process: RSS means something
+    results.rss_per_app, results.traced_per_app = memory["rss"], memory["traced"]
+    results.memory_apps = plan.memory_apps
     return results
+
+
+MEMORY = """
+import asyncio, json, sys
+from pathlib import Path
+from benchmarks.throughput import memory_per_app
+rss, traced = asyncio.run(memory_per_app(Path(sys.argv[1]), int(sys.argv[2])))
+print(json.dumps({"rss": rss, "traced": traced}))
+"""
 
 
 def rss_bytes() -> int:
@@ -158,7 +170,7 @@ def rows(results: Results) -> list[Row]:
             section,
             "memory per connected App (agent process)",
             f"{results.rss_per_app / 1024:,.1f} KiB RSS; {results.traced_per_app / 1024:,.1f} KiB traced",
-            "RSS delta over 100 Apps; tracemalloc delta of Python allocations",
+            f"fresh agent process, {results.memory_apps} Apps connected: RSS delta; tracemalloc delta (Python heap)",
             "",
             "",
         )

@@ -10,16 +10,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import jsonschema
-from jsonschema.exceptions import best_match
 from pydantic import TypeAdapter, ValidationError
 
 from .argcheck import Predicate, compile_schema
 from .errors import ArgumentsError, DuplicateToolError, ProtocolError, ToolError
 from .protocol.codec import validate
 from .protocol.tools import ActionDefinition, Risk, ToolDefinition
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 Handler = Callable[..., Any]
 
@@ -42,21 +43,30 @@ class ActionCheck:
     """One action of a tool and its argument check, built once (on the tool's first call)."""
 
     spec: ActionDefinition
-    validator: jsonschema.Draft202012Validator
     fast: Predicate | None
+    _validator: Draft202012Validator | None = None
 
     @classmethod
     def of(cls, spec: ActionDefinition) -> ActionCheck:
         """Compile the check of ``spec``'s inputSchema."""
-        schema = spec.input_schema
-        return cls(spec, jsonschema.Draft202012Validator(schema), compile_schema(schema))
+        return cls(spec, compile_schema(spec.input_schema))
 
     def check(self, arguments: Any, where: str) -> None:
         """Raise ArgumentsError unless ``arguments`` satisfies the inputSchema (see check_arguments)."""
         if not isinstance(arguments, dict):
             raise ArgumentsError(f"{where}: arguments must be an object", path="", expected="object")
         if self.fast is None or not self.fast(arguments):
-            _raise_first_error(self.validator, arguments, where)
+            if self._validator is None:
+                self._validator = _validator(self.spec.input_schema)
+            _raise_first_error(self._validator, arguments, where)
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    # imported on first use: jsonschema takes ~60 ms to import, and the simple schemas most tools
+    # have never need it (see lineup_plugin.argcheck)
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema)
 
 
 @dataclass
@@ -87,10 +97,13 @@ class RegisteredTool:
 
 
 def _check_schema(schema: dict[str, Any], where: str) -> None:
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ToolError(f"{where}: invalid inputSchema: {exc.message}") from None
+    if compile_schema(schema) is None:  # a schema the fast check compiles is valid JSON Schema already
+        from jsonschema import Draft202012Validator, SchemaError
+
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ToolError(f"{where}: invalid inputSchema: {exc.message}") from None
     if schema.get("type", "object") != "object":
         raise ToolError(f"{where}: inputSchema must describe an object, not {schema.get('type')!r}")
 
@@ -271,11 +284,13 @@ def check_arguments(schema: dict[str, Any], arguments: Any, where: str) -> None:
     """Raise ArgumentsError unless ``arguments`` satisfies the JSON Schema ``schema``."""
     if not isinstance(arguments, dict):
         raise ArgumentsError(f"{where}: arguments must be an object", path="", expected="object")
-    _raise_first_error(jsonschema.Draft202012Validator(schema), arguments, where)
+    _raise_first_error(_validator(schema), arguments, where)
 
 
-def _raise_first_error(validator: jsonschema.Draft202012Validator, arguments: dict[str, Any], where: str) -> None:
+def _raise_first_error(validator: Draft202012Validator, arguments: dict[str, Any], where: str) -> None:
     """Raise ArgumentsError naming the field and what was expected, for the most relevant error if any."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(arguments))
     if error is None:
         return

@@ -84,7 +84,7 @@ def near(schema: Any) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[f"schema-{i}" for i in range(len(SCHEMAS))])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fast_check_agrees_with_jsonschema(schema: dict[str, Any], data: st.DataObject) -> None:
     instance = data.draw(near(schema))
@@ -123,3 +123,46 @@ def test_registry_still_words_errors_through_jsonschema() -> None:
     registry.resolve("choice", None, {"question": "q", "options": ["a"]})
     with pytest.raises(Exception, match=r"choice: field 'options': \[\] should be non-empty"):
         registry.resolve("choice", None, {"question": "q", "options": []})
+
+
+ANY_VALUE = st.none() | st.booleans() | st.integers(-2, 3) | st.floats(-2, 3, allow_nan=False) | st.text(max_size=3)
+TYPE_NAMES = st.sampled_from(["string", "integer", "number", "object", "array", "boolean", "null"])
+
+
+def mostly(valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any] = ANY_VALUE) -> st.SearchStrategy[Any]:
+    """Usually a valid keyword value, sometimes anything (often not valid)."""
+    return st.integers(0, 9).flatmap(lambda n: invalid if n == 0 else valid)
+
+
+KEYWORD_VALUES = {
+    "type": mostly(TYPE_NAMES | st.lists(TYPE_NAMES, min_size=1, max_size=3), st.sampled_from(["float", []])),
+    "required": mostly(st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True), st.just(["a", "a"])),
+    "enum": mostly(st.lists(st.sampled_from(["a", "b"]), max_size=3)),
+    "minItems": mostly(st.integers(0, 3), st.just(-1) | st.just(1.5)),
+    "maxLength": mostly(st.integers(0, 3)),
+    "minimum": mostly(st.integers(-2, 2) | st.floats(-2, 2, allow_nan=False)),
+    "title": mostly(st.text(max_size=3)),
+    "description": mostly(st.text(max_size=3)),
+    "format": mostly(st.sampled_from(["email", "date"])),
+    "examples": mostly(st.lists(ANY_VALUE, max_size=2)),
+    "deprecated": mostly(st.booleans()),
+    "default": ANY_VALUE,
+}
+
+
+def schemas(depth: int = 2) -> st.SearchStrategy[Any]:
+    """Schema objects over the fast check's keywords, their values usually valid."""
+    inner = st.booleans() | (schemas(depth - 1) if depth else st.fixed_dictionaries({}, optional=KEYWORD_VALUES))
+    nested = {
+        "properties": mostly(st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)),
+        "items": inner,
+        "additionalProperties": inner,
+    }
+    return st.fixed_dictionaries({}, optional={**KEYWORD_VALUES, **nested})
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=schemas())
+def test_a_schema_the_fast_check_compiles_is_valid_json_schema(schema: Any) -> None:
+    if compile_schema(schema) is not None:
+        jsonschema.Draft202012Validator.check_schema(schema)
