@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from lineup_plugin.config import Settings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
 from lineup_plugin.protocol.messages import Error, ToolCall, ToolCancel, ToolResult
+from lineup_plugin.runtime.loop import Runner
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
 from lineup_plugin.transports.memory import MemoryApp
 
@@ -200,3 +202,25 @@ async def test_a_call_with_no_app_connected_is_recorded_as_failed(hub: Hub, stor
     saved = store.get_call("lonely")
     assert saved is not None and saved.state is CallState.FAILED and saved.result == result
     assert store.pending_calls() == []
+
+
+def test_an_answer_that_beats_the_interrupt_is_returned_not_lost(tmp_path: Path) -> None:
+    # The runtime is interrupted and the answer is applied before the waiting task wakes: the task
+    # ends cancelled, but the hub accepted the App's answer (the App is not told otherwise), so the
+    # runtime must get that answer, not "cancelled".
+    settings = Settings(host="127.0.0.1", port=0, token="race-test-token-0123456789", data_dir=tmp_path, store="memory")
+    with Runner(settings, load_registry(load_entrypoints=False)) as runner:
+
+        async def race() -> ToolResult:
+            app = MemoryApp(runner.hub, "phone")
+            await app.connect()
+            stop = asyncio.Event()
+            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, stop))
+            await app.next("tool.call")
+            stop.set()  # the interrupt, then the answer, both before the waiter wakes up
+            await asyncio.sleep(0)
+            await app.send_payload(ToolResult(call_id="race-1", result=ANSWER))
+            return await waiting
+
+        result = runner.run(race())
+    assert (result.status, result.result) == ("completed", ANSWER)

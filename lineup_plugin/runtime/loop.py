@@ -320,5 +320,9 @@ class Runner:
             call.cancel()  # the hub cancels the call on every device, then re-raises
             await asyncio.wait([call])
         if call.cancelled():
+            # The hub may have accepted an answer just before the interrupt: its record wins.
+            ended = self.hub.store.get_call(call_id)
+            if ended is not None and ended.result is not None:
+                return ended.result
             return failure(call_id, name, "cancelled", INTERRUPTED)
         return call.result()
