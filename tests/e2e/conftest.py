@@ -46,8 +46,9 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
     """Headless Debian Chromium, once per session (Playwright never downloads a browser here)."""
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
+    expect.set_options(timeout=10_000)  # 2 shared cores in CI: be patient, never sleep
     async with async_playwright() as playwright:
         chromium = await launch(playwright)
         yield chromium
