@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -14,8 +15,8 @@ from . import latency, machine, startup, throughput
 from .report import Row, render
 
 FULL = {
-    "latency": latency.Plan(rounds=21, budget=0.1, limit=2000),
-    "throughput": throughput.Plan(rounds=5, window=0.5, memory_apps=100),
+    "latency": latency.Plan(rounds=31, budget=0.1, limit=2000),
+    "throughput": throughput.Plan(rounds=7, window=0.3, memory_apps=100),
     "startup": 5,
 }
 QUICK = {
@@ -57,9 +58,10 @@ def main() -> None:
     header = machine.describe()
     started = time.perf_counter()
     rows = asyncio.run(run(QUICK if args.quick else FULL, set(args.only or ["latency", "throughput", "startup"])))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header.append(
         f"{'quick smoke run (numbers not meaningful)' if args.quick else 'full run'}: "
-        f"{time.perf_counter() - started:.0f} s"
+        f"{time.perf_counter() - started:.0f} s; load average at the end: {load}"
     )
     print(render(header, rows))
 

@@ -33,6 +33,7 @@ def expected_rows() -> list[str]:
         "Hermes start without LineUp",
         "Hermes start with LineUp enabled",
         "LineUp import + register(ctx) inside that start",
+        "the same with Hermes' slash-command module already loaded",
         "import lineup_plugin.hermes + register(fake ctx)",
     ]
     return names
