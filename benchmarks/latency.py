@@ -26,6 +26,7 @@ BARE = "LineUp messages on a bare websocket, no hub (App answers, agent decodes)
 DIRECT = "direct, store off (MemoryStore)"
 NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
 FULL = "direct, SQLite WAL synchronous=FULL"
+DEFLATE = "direct, store off, App negotiates permessage-deflate (as browsers do)"
 RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
 RELAY = "relay through the fake WuKongIM (separate process)"
 MEMORY = "LineUp over the memory transport (in process)"
@@ -72,6 +73,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     direct = await rigs.direct_server(stack, data_dir)
     normal = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "normal"))
     full = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "full"))
+    deflate = await rigs.direct_server(stack, data_dir)
     runner_settings = rigs.settings(data_dir)
     runner = Runner(
         runner_settings,
@@ -82,7 +84,8 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     stack.push_async_callback(asyncio.to_thread, runner.stop)
     assert runner.server is not None
     servers = [direct, normal, full, runner.server]
-    await rigs.start_child(stack, "ws", rigs.TOKEN, echo.target(), bare.target(), *(rigs.ws_target(s) for s in servers))
+    targets = [echo.target(), bare.target(), rigs.ws_target(deflate, deflate=True), *map(rigs.ws_target, servers)]
+    await rigs.start_child(stack, "ws", rigs.TOKEN, *targets)
     memory_hub = rigs.new_hub()
     await rigs.AnsweringApp(memory_hub, "memory-app").connect()
     relay_hub = await rigs.relay_hub(stack)
@@ -104,6 +107,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         DIRECT: hub_sampler(direct.hub),
         NORMAL: hub_sampler(normal.hub),
         FULL: hub_sampler(full.hub),
+        DEFLATE: hub_sampler(deflate.hub),
         RUNNER: runner_sampler(runner),
         RELAY: hub_sampler(relay_hub),
         MEMORY: hub_sampler(memory_hub),
@@ -165,6 +169,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
             "",
             "",
         ),
+        Row(section, DEFLATE, cell(DEFLATE), f"{fmt_ratio(ratio(DEFLATE, DIRECT))} without deflate", "", ""),
         Row(section, RUNNER, cell(RUNNER), f"{fmt_ratio(ratio(RUNNER, DIRECT))} hub.call in the loop", "", ""),
         Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
         Row(

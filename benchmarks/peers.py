@@ -3,8 +3,9 @@
 Each child prints one JSON line when it is ready, then serves until its stdin closes:
 
 - ``ws TOKEN TARGET...``: WebSocket clients. A target is ``lineup:<url>:<count>`` (LineUp App devices that
-  say hello with the token and answer every ``tool.call`` at once) or ``echo:<url>:<count>`` (raw
-  clients that send every message straight back: the floor).
+  say hello with the token and answer every ``tool.call`` at once; ``lineup+deflate:`` offers
+  permessage-deflate as browsers do) or ``echo:<url>:<count>`` (raw clients that send every message
+  straight back: the floor).
 - ``wukongim``: the fake WuKongIM server of the test suite; prints its addresses.
 - ``relay-app WS_URL APP_UID AGENT_UID``: the App user on WuKongIM, answering every call at once.
 - ``mcp URL``: an MCP client (official SDK, streamable HTTP) whose elicitation callback accepts at once;
@@ -71,10 +72,14 @@ def hello_text(device_id: str, token: str) -> str:
     )
 
 
-async def lineup_app(url: str, token: str, device_id: str, ready: asyncio.Event) -> None:
-    """One App device: hello, then answer each ``tool.call`` as soon as it arrives."""
+async def lineup_app(url: str, token: str, device_id: str, ready: asyncio.Event, *, deflate: bool = False) -> None:
+    """One App device: hello, then answer each ``tool.call`` as soon as it arrives.
+
+    With ``deflate`` it offers permessage-deflate, as browsers do.
+    """
     device = {"kind": "device", "id": device_id}
-    async with connect(url, compression=None, max_size=None, ping_interval=None) as ws:
+    compression = "deflate" if deflate else None
+    async with connect(url, compression=compression, max_size=None, ping_interval=None) as ws:
         await ws.send(hello_text(device_id, token))
         async for text in ws:
             message = json.loads(text)
@@ -117,8 +122,8 @@ async def run_ws(targets: list[str], token: str) -> None:
         for index in range(int(count)):
             ready = asyncio.Event()
             readies.append(ready)
-            if kind == "lineup":
-                coro = lineup_app(url, token, f"bench-{len(tasks)}-{index}", ready)
+            if kind in ("lineup", "lineup+deflate"):
+                coro = lineup_app(url, token, f"bench-{len(tasks)}-{index}", ready, deflate=kind == "lineup+deflate")
             else:
                 coro = echo_client(url, ready)
             tasks.append(asyncio.create_task(coro))

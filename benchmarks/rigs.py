@@ -170,9 +170,9 @@ async def direct_server(stack: AsyncExitStack, data_dir: Path, store: Store | No
     return server
 
 
-def ws_target(server: DirectServer, count: int = 1) -> str:
-    """The ``ws`` peer target of ``count`` LineUp Apps connected to ``server``."""
-    return f"lineup:ws://127.0.0.1:{server.port}/ws:{count}"
+def ws_target(server: DirectServer, count: int = 1, *, deflate: bool = False) -> str:
+    """The ``ws`` peer target of ``count`` LineUp Apps connected to ``server`` (offering deflate or not)."""
+    return f"lineup{'+deflate' if deflate else ''}:ws://127.0.0.1:{server.port}/ws:{count}"
 
 
 # -------------------------------------------------------------------------------- raw echo

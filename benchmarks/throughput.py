@@ -44,8 +44,8 @@ class Results:
     lineup: dict[int, list[float]] = field(default_factory=dict)
     echo: dict[int, list[float]] = field(default_factory=dict)
     apps: dict[int, list[float]] = field(default_factory=dict)
-    rss_per_app: float = 0.0
-    traced_per_app: float = 0.0
+    #: (RSS, traced) bytes per App, without and with permessage-deflate
+    memory: dict[bool, tuple[float, float]] = field(default_factory=dict)
     memory_apps: int = 0
 
 
@@ -87,8 +87,9 @@ async def measure(data_dir: Path, plan: Plan) -> Results:
             for count, server in servers.items():
                 rate = await call_rate(server.hub, APPS_INFLIGHT, plan.window)
                 results.apps.setdefault(count, []).append(rate)
-    memory = await rigs.run_python(MEMORY, str(data_dir), str(plan.memory_apps))  # a fresh process: RSS means something
-    results.rss_per_app, results.traced_per_app = memory["rss"], memory["traced"]
+    for deflate in (False, True):  # each in a fresh process, so that RSS means something
+        memory = await rigs.run_python(MEMORY, str(data_dir), str(plan.memory_apps), str(int(deflate)))
+        results.memory[deflate] = (memory["rss"], memory["traced"])
     results.memory_apps = plan.memory_apps
     return results
 
@@ -97,7 +98,7 @@ MEMORY = """
 import asyncio, json, sys
 from pathlib import Path
 from benchmarks.throughput import memory_per_app
-rss, traced = asyncio.run(memory_per_app(Path(sys.argv[1]), int(sys.argv[2])))
+rss, traced = asyncio.run(memory_per_app(Path(sys.argv[1]), int(sys.argv[2]), deflate=sys.argv[3] == "1"))
 print(json.dumps({"rss": rss, "traced": traced}))
 """
 
@@ -108,14 +109,14 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def memory_per_app(data_dir: Path, count: int) -> tuple[float, float]:
+async def memory_per_app(data_dir: Path, count: int, *, deflate: bool = False) -> tuple[float, float]:
     """Bytes per connected App: RSS delta of this process, then traced Python allocations."""
     async with AsyncExitStack() as stack:
         server = await rigs.direct_server(stack, data_dir)
         gc.collect()
         before = rss_bytes()
         async with AsyncExitStack() as apps:
-            await rigs.start_child(apps, "ws", rigs.TOKEN, rigs.ws_target(server, count))
+            await rigs.start_child(apps, "ws", rigs.TOKEN, rigs.ws_target(server, count, deflate=deflate))
             gc.collect()
             rss = (rss_bytes() - before) / count
         while server.hub.connected:
@@ -125,7 +126,7 @@ async def memory_per_app(data_dir: Path, count: int) -> tuple[float, float]:
         try:
             snapshot = tracemalloc.take_snapshot()
             async with AsyncExitStack() as apps:
-                await rigs.start_child(apps, "ws", rigs.TOKEN, rigs.ws_target(server, count))
+                await rigs.start_child(apps, "ws", rigs.TOKEN, rigs.ws_target(server, count, deflate=deflate))
                 gc.collect()
                 after = tracemalloc.take_snapshot()
                 traced = sum(stat.size_diff for stat in after.compare_to(snapshot, "filename")) / count
@@ -165,14 +166,15 @@ def rows(results: Results) -> list[Row]:
                 "",
             )
         )
-    out.append(
-        Row(
-            section,
-            "memory per connected App (agent process)",
-            f"{results.rss_per_app / 1024:,.1f} KiB RSS; {results.traced_per_app / 1024:,.1f} KiB traced",
-            f"fresh agent process, {results.memory_apps} Apps connected: RSS delta; tracemalloc delta (Python heap)",
-            "",
-            "",
+    for deflate, (rss, traced) in sorted(results.memory.items()):
+        out.append(
+            Row(
+                section,
+                f"memory per connected App{', permessage-deflate' if deflate else ''} (agent process)",
+                f"{rss / 1024:,.1f} KiB RSS; {traced / 1024:,.1f} KiB traced",
+                f"fresh agent process, {results.memory_apps} Apps: RSS delta; tracemalloc delta (Python heap)",
+                "",
+                "",
+            )
         )
-    )
     return out

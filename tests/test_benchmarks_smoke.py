@@ -20,6 +20,7 @@ def expected_rows() -> list[str]:
         latency.DIRECT,
         latency.NORMAL,
         latency.FULL,
+        latency.DEFLATE,
         latency.RUNNER,
         latency.RELAY,
         latency.MEMORY,
@@ -29,7 +30,8 @@ def expected_rows() -> list[str]:
     names += [f"direct, 1 App, {n} calls in flight" for n in throughput.INFLIGHT]
     names += [f"direct, {n} App" for n in throughput.APPS]
     names += [
-        "memory per connected App",
+        "memory per connected App (agent process)",
+        "memory per connected App, permessage-deflate",
         "Hermes start without LineUp",
         "Hermes start with LineUp enabled",
         "LineUp import + register(ctx) inside that start",
