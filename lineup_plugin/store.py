@@ -7,6 +7,7 @@ tokens. :func:`open_store` builds the one the settings ask for.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -133,7 +134,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             updated_at REAL NOT NULL
         )""",
         "CREATE INDEX calls_live ON calls (created_at) WHERE done = 0",
-        "CREATE INDEX calls_done ON calls (done)",
         "CREATE TABLE seen (seq INTEGER PRIMARY KEY, envelope_id TEXT NOT NULL UNIQUE, at REAL NOT NULL)",
         """CREATE TABLE audit (
             seq INTEGER PRIMARY KEY,
@@ -143,7 +143,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             device_id TEXT,
             detail TEXT NOT NULL
         )""",
-        "CREATE INDEX audit_call ON audit (call_id) WHERE call_id IS NOT NULL",
     ),
 }
 
@@ -158,6 +157,7 @@ ON CONFLICT (call_id) DO UPDATE SET
 WHERE calls.done = 0
 """
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history"
+_PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 
 
 def _over(count: int, limit: int) -> bool:
@@ -168,7 +168,10 @@ def _over(count: int, limit: int) -> bool:
 class SQLiteStore:
     """The durable store: one SQLite file (WAL) holding calls, seen envelope ids and the audit log.
 
-    - **Atomic**: every write is one transaction; a SIGKILL leaves the file at the last commit.
+    - **Atomic, one transaction per step**: inside an event loop, the writes of one loop step (a
+      call and its delivery; an answer, its dedupe record and its audit record) are committed
+      together at the end of that step, before any task they wake runs; outside a loop every
+      write commits at once. A SIGKILL leaves the file at the last commit. :meth:`commit` forces one.
     - **Durable** per ``synchronous``: ``"full"`` syncs every commit to disk (survives power loss),
       ``"normal"`` (default) survives a crash of the process, ``"off"`` leaves syncing to the OS.
     - **One owner**: the file is opened in exclusive locking mode, so a second agent on the same
@@ -201,6 +204,8 @@ class SQLiteStore:
         self._secrets = [s for s in secrets if s]
         self._thread = threading.get_ident()
         self._counts = {"seen": 0, "audit": 0, "ended": 0}
+        self._failed: StoreError | None = None
+        self._closed = False
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -271,22 +276,57 @@ class SQLiteStore:
             raise
         db.execute("COMMIT")
 
-    @contextlib.contextmanager
-    def _guard(self, what: str) -> Iterator[sqlite3.Connection]:
-        """Translate sqlite3 failures into StoreError naming ``what`` was being done."""
+    def _error(self, what: str, exc: sqlite3.Error) -> StoreError:
+        """The StoreError for ``exc``, raised while doing ``what``."""
+        if isinstance(exc, sqlite3.ProgrammingError) and threading.get_ident() != self._thread:
+            return StoreError(f"the store was used from another thread while {what}; use it on one thread")
+        return StoreError(f"store failure while {what}: {exc}")
+
+    def _write(self, what: str, sql: str, params: Any = ()) -> int:
+        """Run one write in the current step's transaction (see the class docstring); its row count."""
+        if self._failed is not None:
+            raise self._failed
+        db = self._db
+        deferred = True
         try:
-            yield self._db
-        except sqlite3.ProgrammingError as exc:
-            if threading.get_ident() != self._thread:
-                raise StoreError(f"the store was used from another thread while {what}; use it on one thread") from exc
-            raise StoreError(f"store failure while {what}: {exc}") from exc
+            if not db.in_transaction:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    asyncio.get_running_loop().call_soon(self.commit)
+                except RuntimeError:  # no event loop: commit this write at once
+                    deferred = False
+            return db.execute(sql, params).rowcount
         except sqlite3.Error as exc:
-            raise StoreError(f"store failure while {what}: {exc}") from exc
+            raise self._error(what, exc) from exc
+        finally:
+            if not deferred:
+                self.commit()
+
+    def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(what, exc) from exc
+
+    def commit(self) -> None:
+        """Commit the writes made so far (the store does this by itself at the end of each loop step).
+
+        A commit that fails (e.g. a full disk) is rolled back, logged, and raised by the next write.
+        """
+        if self._closed or not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.error("lineup store %s: could not save the last writes: %s", self.path, exc)
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            self._failed = StoreError(f"the store {self.path} could not save writes: {exc}")
 
     # ------------------------------------------------------------------------------- calls
 
     def save_call(self, call: Call) -> None:
-        """Insert or update ``call`` in one transaction; a call that already ended is never changed."""
+        """Insert or update ``call``; a call that already ended is never changed (the first end wins)."""
         row = {
             "call_id": call.call_id,
             "conversation_id": call.conversation_id,
@@ -300,33 +340,24 @@ class SQLiteStore:
             "history": json.dumps([[str(state), at] for state, at in call.history]),
             "updated_at": time.time(),
         }
-        with self._guard("saving a call") as db:
-            changed = db.execute(_SAVE_CALL, row).rowcount
-            if changed and call.done:
-                self._counts["ended"] += 1
-                if _over(self._counts["ended"], self.ended_limit):
-                    self._prune_ended(db)
-        if not changed:
+        if not self._write("saving a call", _SAVE_CALL, row):
             log.debug("call %s already ended in the store; save ignored", call.call_id)
-
-    def _prune_ended(self, db: sqlite3.Connection) -> None:
-        excess = self._counts["ended"] - self.ended_limit
-        db.execute(
-            "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)",
-            (excess,),
-        )
-        self._counts["ended"] = db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0]
+        elif call.done:
+            self._counts["ended"] += 1
+            if _over(self._counts["ended"], self.ended_limit):
+                excess = self._counts["ended"] - self.ended_limit
+                self._counts["ended"] -= self._write("pruning ended calls", _PRUNE_ENDED, (excess,))
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id``, live or ended, if the store still knows it."""
-        with self._guard("reading a call") as db:
-            row = db.execute(f"SELECT {_CALL_COLUMNS} FROM calls WHERE call_id = ?", (call_id,)).fetchone()
-        return None if row is None else self._call(row)
+        rows = self._read("reading a call", f"SELECT {_CALL_COLUMNS} FROM calls WHERE call_id = ?", (call_id,))
+        return self._call(rows[0]) if rows else None
 
     def pending_calls(self) -> list[Call]:
         """Every call that has not reached a terminal status, oldest first."""
-        with self._guard("reading pending calls") as db:
-            rows = db.execute(f"SELECT {_CALL_COLUMNS} FROM calls WHERE done = 0 ORDER BY created_at").fetchall()
+        rows = self._read(
+            "reading pending calls", f"SELECT {_CALL_COLUMNS} FROM calls WHERE done = 0 ORDER BY created_at"
+        )
         return [self._call(row) for row in rows]
 
     def _call(self, row: tuple[Any, ...]) -> Call:
@@ -348,43 +379,40 @@ class SQLiteStore:
 
     def first_seen(self, envelope_id: str) -> bool:
         """Record ``envelope_id``; True the first time, False for a repeat (also after a restart)."""
-        with self._guard("recording an envelope id") as db:
-            fresh = db.execute(
-                "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)", (envelope_id, time.time())
-            ).rowcount
-            if fresh:
-                self._counts["seen"] += 1
-                if _over(self._counts["seen"], self.seen_limit):
-                    self._prune(db, "seen", self.seen_limit)
-        return bool(fresh)
+        sql = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
+        if not self._write("recording an envelope id", sql, (envelope_id, time.time())):
+            return False
+        self._counts["seen"] += 1
+        self._prune_if_over("seen", self.seen_limit)
+        return True
 
     def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
         """Append one audit record (secrets in ``detail`` are redacted)."""
         for secret in self._secrets:
             detail = detail.replace(secret, "[redacted]")
-        with self._guard("writing the audit log") as db:
-            db.execute(
-                "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)",
-                (time.time(), event, call_id, device_id, detail),
-            )
-            self._counts["audit"] += 1
-            if _over(self._counts["audit"], self.audit_limit):
-                self._prune(db, "audit", self.audit_limit)
+        sql = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
+        self._write("writing the audit log", sql, (time.time(), event, call_id, device_id, detail))
+        self._counts["audit"] += 1
+        self._prune_if_over("audit", self.audit_limit)
 
-    def _prune(self, db: sqlite3.Connection, table: str, keep: int) -> None:
-        db.execute(f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?", (keep,))
-        self._counts[table] = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    def _prune_if_over(self, table: str, keep: int) -> None:
+        if _over(self._counts[table], keep):
+            sql = f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?"
+            self._counts[table] -= self._write(f"pruning {table}", sql, (keep,))
 
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
         """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
-        with self._guard("reading the audit log") as db:
-            return db.execute("SELECT event, call_id, device_id, detail FROM audit ORDER BY seq").fetchall()
+        return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
 
     def close(self) -> None:
-        """Commit nothing further and close the file (idempotent)."""
-        with self._guard("closing"):
+        """Commit what is pending and close the file (idempotent)."""
+        try:
+            self.commit()
             self._db.close()
+        except sqlite3.Error as exc:
+            raise self._error("closing", exc) from exc
+        self._closed = True
 
     def __enter__(self) -> SQLiteStore:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import stat
 import threading
@@ -244,4 +245,55 @@ def test_use_from_another_thread_is_refused(db_path: Path) -> None:
 def test_close_is_idempotent(db_path: Path) -> None:
     store = SQLiteStore(db_path)
     store.close()
+    store.close()
+
+
+# ------------------------------------------------------------------------------ transactions
+
+
+async def test_writes_of_one_event_loop_step_commit_together_at_its_end(db_path: Path) -> None:
+    with SQLiteStore(db_path) as store:
+        store.save_call(make_call())
+        store.first_seen("msg_1")
+        store.audit("call.created", call_id="c1")
+        assert store._db.in_transaction  # one open transaction for the whole step
+        await asyncio.sleep(0)
+        assert not store._db.in_transaction  # committed before anything woken by the step runs
+        assert store.get_call("c1") is not None and not store.first_seen("msg_1")
+
+
+def test_without_an_event_loop_every_write_commits_at_once(db_path: Path) -> None:
+    with SQLiteStore(db_path) as store:
+        store.audit("text.in")
+        assert not store._db.in_transaction
+
+
+class FailingCommits:
+    """A connection whose COMMIT fails, as on a full disk."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+    def execute(self, sql: str, *params: object) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *params)
+
+
+async def test_a_failed_commit_is_rolled_back_and_raised_by_the_next_write(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(db_path)
+    real = store._db
+    store._db = FailingCommits(real)  # type: ignore[assignment]
+    store.audit("call.created", call_id="c1")
+    await asyncio.sleep(0)
+    assert "could not save the last writes: database or disk is full" in caplog.text
+    assert not real.in_transaction and store.audit_log == []
+    with pytest.raises(StoreError, match="could not save writes: database or disk is full"):
+        store.first_seen("msg_1")
+    store._db = real
     store.close()
