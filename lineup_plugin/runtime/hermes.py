@@ -31,18 +31,19 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..errors import ConfigError
-from ..hub import failure
 from ..plugins import load_registry
 from ..protocol import codec
 from ..protocol.messages import AgentState, ToolResult
 from ..registry import Registry
 from .base import AgentRuntime, ToolBridge, ToolHandler
 from .lock import Owner, ServerLock
-from .loop import Runner
+
+if TYPE_CHECKING:
+    from .loop import Runner
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,8 @@ class HermesService:
                     self._refused_logged = True
                 return False
             try:
+                from .loop import Runner  # the server's code is loaded by the process that serves
+
                 runner = Runner(
                     self.settings,
                     self.registry,
@@ -321,6 +324,8 @@ class HermesService:
 
     def not_serving_result(self, name: str) -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server."""
+        from ..hub import failure
+
         owner = self.owner or self.lock.owner()
         where = f"another Hermes process ({owner})" if owner else "another Hermes process"
         message = (
