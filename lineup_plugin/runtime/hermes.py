@@ -55,6 +55,8 @@ EMOJI = "📱"
 #: the App chat and user as the gateway sees them (LineUp has one human per agent)
 APP_CHAT = "app"
 APP_USER = "lineup-user"
+#: how long the App's stop waits for the gateway to run ``/stop`` before closing the cards anyway
+STOP_TIMEOUT = 15.0
 
 #: the Hermes hooks LineUp registers (methods of :class:`HermesService` of the same names)
 HOOKS = ("on_session_start", "pre_llm_call", "post_llm_call", "on_session_end", "on_session_finalize")
@@ -363,9 +365,24 @@ class HermesService:
             await self.runner.hub.send_text("The agent is not taking messages from the App right now.")
 
     async def _on_stop(self, device_id: str) -> None:
+        """The App's stop button: stop the run first, then close whatever card is still open.
+
+        In that order the agent is already flagged as interrupted when its tool returns, so it
+        makes no further model call. In the gateway the stop is Hermes' ``/stop``, awaited.
+        """
+        import asyncio
+
+        adapter = self.adapter
+        stopped = adapter.submit_text("/stop", device_id) if adapter is not None else None
+        if stopped is not None:
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(stopped), STOP_TIMEOUT)
+            except Exception:
+                log.warning("lineup: the gateway did not confirm /stop", exc_info=True)
+        else:
+            self.runtime.interrupt(None)
         if self.runner is not None:
             await self.runner.hub.cancel_all("stopped by the user")
-        self.runtime.interrupt(None)
 
     async def _on_tools_changed(self) -> None:
         import asyncio

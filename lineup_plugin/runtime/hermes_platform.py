@@ -19,6 +19,7 @@ The App authenticated with the LineUp token (direct) or is the one configured Wu
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from datetime import datetime
@@ -158,9 +159,17 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
 
     def deliver_text(self, text: str, sender: str) -> bool:
         """Thread-safe: hand App text to the gateway as a message of the App user's session."""
+        return self.submit_text(text, sender) is not None
+
+    def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None] | None:
+        """Like :meth:`deliver_text`; the future is done once the gateway has taken the message in.
+
+        For a command such as ``/stop`` that is when the command has run. None when the gateway
+        is not running.
+        """
         loop = self._loop
         if loop is None or loop.is_closed() or not self._message_handler:
-            return False
+            return None
         source = self.build_source(
             chat_id=APP_CHAT,
             chat_name="LineUp App",
@@ -175,8 +184,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
             message_id=codec.new_id("msg"),
             timestamp=datetime.now(),
         )
-        asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
-        return True
+        return asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
 
     def cached_agents(self) -> list[Any]:
         """The gateway's cached agents of App sessions (to refresh their tool lists)."""

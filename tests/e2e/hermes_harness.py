@@ -172,6 +172,24 @@ class Gateway:
         """The DirectServer the gateway's LineUp platform serves."""
         return self.adapter.svc.runner.server
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Block until the gateway finished handling every App message so far (the App session is idle).
+
+        Awaits the platform adapter's message tasks (Hermes keeps them in ``_background_tasks``
+        and ``_session_tasks``), so a test's message never lands in the tail of the previous
+        test's turn, where Hermes' busy-input rule would treat it as an interruption.
+        """
+
+        async def idle() -> None:
+            while True:
+                tasks = {*self.adapter._background_tasks, *self.adapter._session_tasks.values()}
+                pending = [task for task in tasks if not task.done()]
+                if not pending:
+                    return
+                await asyncio.wait(pending)
+
+        asyncio.run_coroutine_threadsafe(idle(), self.loop).result(timeout)
+
 
 @contextmanager
 def running_gateway(hermes: Hermes) -> Iterator[Gateway]:

@@ -6,16 +6,18 @@ temporary ``HERMES_HOME`` (see :mod:`tests.e2e.hermes_harness`).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
@@ -40,10 +42,17 @@ def hermes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hermes]:
 
 
 @pytest.fixture(scope="class")
-def gateway(hermes: Hermes) -> Iterator[Gateway]:
-    """A real Hermes gateway serving the App, for one test class."""
+def gateway_process(hermes: Hermes) -> Iterator[Gateway]:
+    """A real Hermes gateway serving the App, shared by one test class."""
     with running_gateway(hermes) as running:
         yield running
+
+
+@pytest.fixture
+async def gateway(gateway_process: Gateway) -> Gateway:
+    """The shared gateway, once it has finished the previous test's messages."""
+    await anyio.to_thread.run_sync(gateway_process.settle)
+    return gateway_process
 
 
 DEPLOY = {"question": "Deploy to which environment?", "options": ["test", "staging", "production"]}
@@ -53,6 +62,21 @@ FLASHLIGHT = {
     "description": "Turn the phone's flashlight on or off.",
     "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
 }
+
+
+#: the longest any one test may wait for Hermes or the App before it fails (instead of hanging)
+WAIT = 60.0
+
+
+def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Fail the test after :data:`WAIT` seconds rather than hang on an answer that never comes."""
+
+    @functools.wraps(test)
+    async def run(*args: Any, **kwargs: Any) -> None:
+        with anyio.fail_after(WAIT):
+            await test(*args, **kwargs)
+
+    return run
 
 
 async def next_status(app: WsApp, state: str) -> AgentStatus:
@@ -73,6 +97,7 @@ async def next_text(app: WsApp, text: str) -> None:
             return
 
 
+@bounded
 async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_result(hermes: Hermes) -> None:
     hermes.llm.reset(call("choice", **DEPLOY), say("Deploying to staging."))
     app = await WsApp.connect(hermes.server)
@@ -94,6 +119,7 @@ async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_resu
     assert not hermes.llm.errors
 
 
+@bounded
 async def test_a_card_nobody_answers_expires_and_the_model_reads_expired(
     hermes: Hermes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +140,7 @@ async def test_a_card_nobody_answers_expires_and_the_model_reads_expired(
     assert "not a refusal" in answer["json"]["hint"]
 
 
+@bounded
 async def test_with_no_app_connected_the_model_reads_a_clear_failure(hermes: Hermes) -> None:
     hermes.service.stop()  # a fresh server: no device of an earlier test is still attached
     hermes.llm.reset(call("choice", **DEPLOY), say("Please open the LineUp App."))
@@ -124,6 +151,7 @@ async def test_with_no_app_connected_the_model_reads_a_clear_failure(hermes: Her
     assert "no LineUp App is connected" in answer["json"]["result"]["message"]
 
 
+@bounded
 async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Hermes) -> None:
     hermes.llm.reset(call("weather", city="Paris"), call("rating", subject="the forecast"), say("Thanks!"))
     app = await WsApp.connect(hermes.server)
@@ -144,6 +172,7 @@ async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Her
     assert tool_messages(third)[-1]["json"]["result"] == {"stars": 5}
 
 
+@bounded
 async def test_a_tool_the_app_declares_becomes_a_hermes_tool_of_a_running_agent(hermes: Hermes) -> None:
     from tools.registry import registry
 
@@ -169,6 +198,7 @@ async def test_a_tool_the_app_declares_becomes_a_hermes_tool_of_a_running_agent(
     assert tool_messages(hermes.llm.requests[1])[0]["json"]["result"] == {"on": True}
 
 
+@bounded
 async def test_app_text_interrupts_a_directly_driven_agent_with_the_new_message(hermes: Hermes) -> None:
     hermes.llm.reset(call("choice", **DEPLOY), say("All right, no deployment."))
     agent = hermes.agent()
@@ -192,6 +222,7 @@ async def test_app_text_interrupts_a_directly_driven_agent_with_the_new_message(
     assert tool_messages(last)[-1]["json"]["status"] == "cancelled"
 
 
+@bounded
 async def test_clarify_of_a_directly_driven_agent_is_a_choice_card(hermes: Hermes) -> None:
     hermes.llm.reset(call("clarify", question="Which database?", choices=["sqlite", "postgres"]), say("postgres it is"))
     app = await WsApp.connect(hermes.server)
@@ -206,6 +237,7 @@ async def test_clarify_of_a_directly_driven_agent_is_a_choice_card(hermes: Herme
     assert tool_messages(hermes.llm.requests[1])[0]["json"]["user_response"] == "sqlite"
 
 
+@bounded
 async def test_stop_button_cancels_the_card_and_interrupts_a_directly_driven_agent(hermes: Hermes) -> None:
     hermes.llm.reset(call("choice", **DEPLOY))
     app = await WsApp.connect(hermes.server)
@@ -217,7 +249,8 @@ async def test_stop_button_cancels_the_card_and_interrupts_a_directly_driven_age
         result = await result_of(run)
     finally:
         await app.close()
-    assert isinstance(closed, ToolCancel) and (closed.call_id, closed.reason) == (card.call_id, "stopped by the user")
+    assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id
+    assert closed.reason in {"stopped by the user", "the agent was interrupted"}
     assert result["interrupted"]
     assert len(hermes.llm.requests) == 1
 
@@ -225,6 +258,7 @@ async def test_stop_button_cancels_the_card_and_interrupts_a_directly_driven_age
 class TestGateway:
     """The App as a Hermes messaging platform, in a real ``GatewayRunner``."""
 
+    @bounded
     async def test_app_text_is_a_gateway_message_and_the_reply_comes_back(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
@@ -237,6 +271,7 @@ class TestGateway:
             await app.close()
         assert last_user_text(hermes.llm.requests[0]).startswith("hi")
 
+    @bounded
     async def test_text_while_a_choice_is_pending_interrupts_the_run_and_cancels_the_card(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
@@ -255,6 +290,7 @@ class TestGateway:
         assert last_user_text(last).endswith("stop, do not deploy")
         assert [m["json"]["status"] for m in tool_messages(last)][-1] == "cancelled"
 
+    @bounded
     async def test_hermes_clarify_is_a_choice_card_and_the_answer_returns_to_it(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
@@ -274,6 +310,7 @@ class TestGateway:
         assert answer["name"] == "clarify"
         assert answer["json"]["user_response"] == "postgres"
 
+    @bounded
     async def test_dangerous_command_approval_is_a_confirm_card_and_rejecting_it_denies(
         self, hermes: Hermes, gateway: Gateway, tmp_path: Path
     ) -> None:
@@ -295,6 +332,7 @@ class TestGateway:
         assert denied["name"] == "terminal" and denied["json"]["status"] == "blocked"
         assert "denied by user" in denied["json"]["error"]
 
+    @bounded
     async def test_stop_button_stops_the_run_and_closes_the_card(self, hermes: Hermes, gateway: Gateway) -> None:
         hermes.llm.reset(call("choice", **DEPLOY))
         app = await WsApp.connect(gateway.server)
