@@ -529,6 +529,7 @@ class HermesService:
             line += f"\nOpen {server.connect_link} on your phone."
         return line
 
+
 def clarify_card(question: str, choices: list[str] | None) -> tuple[str, dict[str, Any]]:
     """The LineUp tool and arguments that show Hermes' clarify: a choice card, or an input card."""
     options = [str(c) for c in choices or [] if str(c).strip()]
