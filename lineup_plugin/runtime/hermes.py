@@ -8,8 +8,8 @@ gateway, cron...). It reads LineUp's settings from ``plugins.entries.lineup`` of
 The server (hub + transport on their own event-loop thread) starts lazily, in one process only:
 
 - in the gateway, when the ``lineup`` platform adapter connects;
-- in the interactive CLI, when a session starts;
-- anywhere else, on the first LineUp tool call.
+- in the interactive CLI, when a session starts (or on ``/lineup``);
+- anywhere else, on the first LineUp tool call (or ``/lineup``).
 
 Whichever process comes first takes an OS file lock in the data directory and owns the server;
 the others answer tool calls with a ``failed`` result naming the owner. The server stops when
