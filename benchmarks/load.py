@@ -428,7 +428,7 @@ def summarize(args: argparse.Namespace, apps: list[App], report: dict[str, Any],
         f"interrupted by the agent: {interrupted} (the answer won the race: {won}); "
         f"left unanswered: {counts['ignored']}",
         f"duplicates refused: {dropped + refused} (identical resends dropped: {dropped}; second answers refused: "
-        f"{seconds}; late answers refused: {refused - seconds})",
+        f"{seconds}; answers refused after an expiry or cancel: {refused - seconds})",
         f"reconnects: {counts['reconnects']} ({counts['drops right after an answer']} right after an answer) "
         f"+ {counts['final reconnects']} final; re-deliveries: {counts['re-deliveries']}; "
         f"cards closed on reconnect: {counts['closed on reconnect']}",
