@@ -83,6 +83,17 @@ class Settings(BaseModel):
             return "relay" if self.wukongim is not None else "direct"
         return self.mode
 
+    def describe_mode(self) -> str:
+        """One line stating the mode in use and why, for the start-up log (no secrets)."""
+        why = f"mode: auto, {'WuKongIM settings present' if self.wukongim else 'no WuKongIM settings'}"
+        if self.mode != "auto":
+            why = f"mode: {self.mode}"
+        if self.effective_mode == "relay":
+            assert self.wukongim is not None
+            where = f"as uid {self.wukongim.uid!r} on {self.wukongim.api_url} for App user {self.wukongim.app_uid!r}"
+            return f"lineup: relay mode ({why}): WuKongIM {where}"
+        return f"lineup: direct mode ({why}): App server on {self.host}:{self.port}"
+
     @property
     def database(self) -> Path:
         """The SQLite file of the durable store."""

@@ -60,3 +60,20 @@ def test_bad_value_names_the_setting(section: dict[str, object], env: dict[str, 
 
 def test_token_is_not_in_repr() -> None:
     assert "abcdefghijklmnopq" not in repr(load_settings({"token": "abcdefghijklmnopq"}, {}))
+
+
+def test_start_up_line_states_the_mode_and_why() -> None:
+    assert load_settings({"port": 9600}, {}).describe_mode() == (
+        "lineup: direct mode (mode: auto, no WuKongIM settings): App server on 0.0.0.0:9600"
+    )
+    relay = load_settings(
+        {"wukongim": {"api_url": "http://im:5001", "uid": "agent", "app_uid": "me", "token": "s3cret-s3cret-s3cret"}},
+        {},
+    )
+    line = relay.describe_mode()
+    assert (
+        line
+        == "lineup: relay mode (mode: auto, WuKongIM settings present): WuKongIM as uid 'agent' on http://im:5001 for App user 'me'"
+    )
+    assert "s3cret" not in line
+    assert load_settings({"mode": "direct"}, {}).describe_mode().startswith("lineup: direct mode (mode: direct)")

@@ -293,8 +293,11 @@ class HermesService:
             return True
 
     def _announce(self) -> None:
+        log.info("%s", self.settings.describe_mode())
         server = self.runner.server if self.runner is not None else None
         if server is None:  # relay mode: the App reaches the agent through WuKongIM
+            if sys.stderr.isatty():
+                print(f"{EMOJI} {self.settings.describe_mode()}", file=sys.stderr)
             return
         log.info("lineup: App at %s (token in %s or plugins.entries.lineup.token)", server.url, self.settings.data_dir)
         if sys.stderr.isatty():  # a person is watching this terminal; the link (with the token) never goes to logs
