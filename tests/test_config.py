@@ -71,9 +71,9 @@ def test_start_up_line_states_the_mode_and_why() -> None:
         {},
     )
     line = relay.describe_mode()
-    assert (
-        line
-        == "lineup: relay mode (mode: auto, WuKongIM settings present): WuKongIM as uid 'agent' on http://im:5001 for App user 'me'"
+    assert line == (
+        "lineup: relay mode (mode: auto, WuKongIM settings present): "
+        "WuKongIM as uid 'agent' on http://im:5001 for App user 'me'"
     )
     assert "s3cret" not in line
     assert load_settings({"mode": "direct"}, {}).describe_mode().startswith("lineup: direct mode (mode: direct)")
