@@ -224,6 +224,8 @@ class App:
         self.answering: dict[str, asyncio.Task[None]] = {}
         self.late: set[str] = set()
         self.dropping = False
+        self.settled = asyncio.Event()  # set while no drop is under way
+        self.settled.set()
         self.quiet = False  # the final phase: no more random behaviour
         self.reader: asyncio.Task[None] | None = None
 
@@ -261,10 +263,11 @@ class App:
                 if not self.dropping:
                     self.stats.problems.append(f"{self.device_id}: the agent closed the connection ({ws.close_reason})")
                     return
-                self.dropping = False
                 self.stats.counts["reconnects"] += 1
                 await asyncio.sleep(self.rng.uniform(0, self.args.max_delay))
                 ws = await self.connect()
+                self.dropping = False
+                self.settled.set()
 
     async def drop(self, ws: ClientConnection) -> None:
         """Drop the connection ``ws`` now (planned answers are forgotten; the cards stay shown)."""
@@ -275,6 +278,7 @@ class App:
                 task.cancel()
         self.answering.clear()
         self.dropping = True
+        self.settled.clear()
         await ws.close()
 
     async def on_message(self, payload: Any) -> None:
@@ -349,8 +353,7 @@ class App:
     async def final(self) -> None:
         """Stop misbehaving, let planned answers go out, then reconnect once so every card is closed."""
         self.quiet = True
-        while self.dropping:  # let a reconnect in progress finish
-            await asyncio.sleep(0.01)
+        await self.settled.wait()  # a reconnect under way finishes first
         pending = [task for task in self.answering.values() if not task.done()]
         if pending:
             await asyncio.wait(pending)
@@ -469,6 +472,9 @@ async def drive(args: argparse.Namespace, run_dir: Path) -> int:
             await child.wait()
     except TimeoutError:
         print(f"lineup load: gave up after {args.timeout:g} s (--timeout)", file=sys.stderr)
+        for app in apps:
+            for problem in app.stats.problems:
+                print(f"  {problem}", file=sys.stderr)
         return 1
     finally:
         if child.returncode is None:

@@ -11,14 +11,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LOAD = ROOT / "benchmarks" / "load.py"
-SMALL = ["--apps", "5", "--calls", "10", "--deadline", "0.5", "--max-delay", "0.1"]
+SMALL = ["--apps", "5", "--calls", "10", "--deadline", "0.5", "--max-delay", "0.1", "--timeout", "120"]
 
 
 async def run_load(*options: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(LOAD), *options, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT
     )
-    out, err = await asyncio.wait_for(process.communicate(), 180)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 180)  # the script gives up at --timeout
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
