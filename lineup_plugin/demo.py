@@ -20,6 +20,7 @@ from .config import Settings
 from .hub import Hub
 from .plugins import load_registry
 from .protocol.messages import ToolResult
+from .qr import terminal_qr
 from .registry import Registry
 from .store import open_store
 from .transports.direct import DirectServer
@@ -85,6 +86,7 @@ class Demo:
         self.out("LineUp demo: a scripted agent (no LLM) that uses every built-in tool.")
         self.out("Open this link on your phone or in a browser on the same network:")
         self.out(f"  {self.server.connect_link}")
+        self.out(terminal_qr(self.server.connect_link))
         self.out("Type 'again' in the App to replay the script. Ctrl+C stops the demo.")
         self._task = asyncio.create_task(self._loop(), name="lineup-demo")
         return self
