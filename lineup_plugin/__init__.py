@@ -32,15 +32,23 @@ from .errors import (
     VersionError,
 )
 from .hookspecs import hookimpl, hookspec
-from .protocol import ActionDefinition, Call, CallState, Envelope, ToolCall, ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
     from .hub import Hub
     from .plugins import load_registry
+    from .protocol import ActionDefinition, Call, CallState, Envelope, ToolCall, ToolDefinition, ToolResult
     from .registry import Registry
 
-# Loaded on first use, so that importing the protocol core (or the Hermes entry point) stays cheap.
-_LAZY = {"Hub": "hub", "load_registry": "plugins", "Registry": "registry"}
+# Loaded on first use, so that importing the package (``from lineup_plugin import hookimpl``, or the
+# Hermes entry point) loads neither pydantic nor the protocol models.
+_LAZY = {
+    "Hub": "hub",
+    "load_registry": "plugins",
+    "Registry": "registry",
+    **dict.fromkeys(
+        ("ActionDefinition", "Call", "CallState", "Envelope", "ToolCall", "ToolDefinition", "ToolResult"), "protocol"
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:

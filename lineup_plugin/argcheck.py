@@ -4,8 +4,8 @@
 is valid under JSON Schema draft 2020-12 exactly as ``jsonschema.Draft202012Validator`` decides
 (format is an annotation there too), for instances made of JSON's own types. It knows a subset
 of the keywords (types, properties, required, additionalProperties, items, enum of strings,
-length and size bounds, minimum and maximum, and annotations); for a schema using anything else
-it returns None. False means "not valid, or not sure": the caller then asks jsonschema, which
+length and size bounds, minimum and maximum (also exclusive), anyOf, and annotations); for a
+schema using anything else it returns None. False means "not valid, or not sure": the caller then asks jsonschema, which
 also words the error. So the predicate may only ever be too strict, never too lenient.
 
 A schema it compiles is also a valid draft 2020-12 schema (the values of the keywords it knows
@@ -155,12 +155,21 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Predicate:
         if keyword == "minLength":
             return lambda v: not isinstance(v, str) or len(v) >= length
         return lambda v: not isinstance(v, str) or len(v) <= length
-    if keyword in ("minimum", "maximum"):
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         limit = _bound(value)
         number = _TYPES["number"]
         if keyword == "minimum":
             return lambda v: not number(v) or (type(v) in (int, float) and v >= limit)
-        return lambda v: not number(v) or (type(v) in (int, float) and v <= limit)
+        if keyword == "maximum":
+            return lambda v: not number(v) or (type(v) in (int, float) and v <= limit)
+        if keyword == "exclusiveMinimum":
+            return lambda v: not number(v) or (type(v) in (int, float) and v > limit)
+        return lambda v: not number(v) or (type(v) in (int, float) and v < limit)
+    if keyword == "anyOf":
+        if type(value) is not list or not value:
+            raise _Unsupported
+        options = [_compile(sub) for sub in value]
+        return lambda v: any(option(v) for option in options)
     raise _Unsupported
 
 

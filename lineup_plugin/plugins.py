@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
-from .registry import Registry
+from .agent_schema import function_schema
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 ENTRY_POINT_GROUP = "lineup"
 BLOCK_ENV = "LINEUP_BLOCK_PLUGINS"
@@ -45,7 +48,10 @@ def get_plugin_manager(*, load_entrypoints: bool = True, environ: dict[str, str]
 
 def collect_tools(pm: pluggy.PluginManager, registry: Registry | None = None) -> Registry:
     """Call every plugin's ``register_tools`` hook, each with a ``register`` bound to its name."""
-    registry = registry or Registry()
+    if registry is None:
+        from .registry import Registry
+
+        registry = Registry()
     for impl in pm.hook.register_tools.get_hookimpls():
         plugin_name = pm.get_name(impl.plugin) or impl.plugin_name
         kwargs: dict[str, Any] = {"register": registry.registrar(plugin_name)}
@@ -56,3 +62,37 @@ def collect_tools(pm: pluggy.PluginManager, registry: Registry | None = None) ->
 def load_registry(*, load_entrypoints: bool = True, environ: dict[str, str] | None = None) -> Registry:
     """The registry of every tool the built-in and installed (not blocked) plugins register."""
     return collect_tools(get_plugin_manager(load_entrypoints=load_entrypoints, environ=environ))
+
+
+def third_party_plugins(environ: dict[str, str] | None = None) -> list[str]:
+    """The names of the installed, not blocked plugins of the entry-point group ``lineup``.
+
+    Reads the group only (a few ms); the plugin manager scans every distribution's entry points.
+    """
+    from importlib.metadata import entry_points
+
+    blocked = blocked_names(environ)
+    return [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in blocked]
+
+
+def builtin_function_schemas(environ: dict[str, str] | None = None) -> list[dict[str, Any]] | None:
+    """The function schemas of every tool, without the registry, pydantic or the plugin manager.
+
+    Only when no third-party plugin is installed (its tools are known, and checked, only through
+    the registry) and the built-in plugins register plain dicts; otherwise None. The built-in
+    tools are constants the registry accepts (a test checks both give the same schemas).
+    """
+    if third_party_plugins(environ):
+        return None
+    blocked = blocked_names(environ)
+    tools: list[Any] = []
+
+    def record(tool: Any, **overrides: Any) -> None:
+        tools.append(tool if isinstance(tool, dict) and not any(overrides.values()) else None)
+
+    for module_name in BUILTIN_PLUGINS:
+        if module_name not in blocked:
+            importlib.import_module(module_name).register_tools(register=record)
+    if not all(tools) or len({tool["name"] for tool in tools}) != len(tools):
+        return None
+    return [function_schema(tool) for tool in tools]

@@ -2,7 +2,7 @@
 
 It validates a call's arguments against the action's ``inputSchema`` before anything is sent,
 and flattens each tool to the function schema a model calls by name (``app`` and ``toolset``
-tools take an ``action`` argument).
+tools take an ``action`` argument; see :func:`~lineup_plugin.agent_schema.function_schema`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from .agent_schema import function_schema
 from .argcheck import Predicate, compile_schema
 from .errors import ArgumentsError, DuplicateToolError, ProtocolError, ToolError
-from .protocol.codec import validate
+from .protocol.base import validate
 from .protocol.tools import ActionDefinition, Risk, ToolDefinition
 
 if TYPE_CHECKING:
@@ -314,39 +315,3 @@ def split_arguments(definition: ToolDefinition, flat: dict[str, Any]) -> tuple[s
     rest = dict(flat)
     action = rest.pop("action", None)
     return (action if isinstance(action, str) else None), rest
-
-
-def function_schema(definition: ToolDefinition) -> dict[str, Any]:
-    """The agent-facing function schema of one tool.
-
-    An action tool's parameters are its inputSchema. An app or toolset tool gets an ``action``
-    enum plus the union of its actions' properties; the description lists each action with its
-    required fields.
-    """
-    if definition.type == "action":
-        assert definition.input_schema is not None
-        return {"name": definition.name, "description": definition.description, "parameters": definition.input_schema}
-    actions = definition.actions or []
-    properties: dict[str, Any] = {
-        "action": {"type": "string", "enum": [a.name for a in actions], "description": "which action to run"}
-    }
-    lines = [definition.description, "Actions:"]
-    for action in actions:
-        props = action.input_schema.get("properties", {})
-        required = action.input_schema.get("required", [])
-        fields = ", ".join(f"{p}{'' if p in required else '?'}" for p in props)
-        lines.append(f"- {action.name}({fields}): {action.description}")
-        for prop, schema in props.items():
-            if prop not in properties:
-                properties[prop] = dict(schema)
-            elif properties[prop].get("type") != schema.get("type"):
-                properties[prop] = {"description": f"see the action's fields ({prop})"}
-            elif schema.get("description") and schema.get("description") != properties[prop].get("description"):
-                merged = dict(properties[prop])
-                merged["description"] = f"{merged.get('description', '')}; {action.name}: {schema['description']}"
-                properties[prop] = merged
-    return {
-        "name": definition.name,
-        "description": "\n".join(line for line in lines if line),
-        "parameters": {"type": "object", "properties": properties, "required": ["action"]},
-    }

@@ -31,6 +31,13 @@ SCHEMAS: list[dict[str, Any]] = [
     },
     {"type": "object", "additionalProperties": False, "properties": {"a": {}}},
     {"type": "object", "properties": {"l": {"items": True}, "m": {"maxItems": 0}}},
+    {
+        "type": "object",
+        "properties": {
+            "s": {"anyOf": [{"type": "string", "minLength": 2}, {"type": "null"}]},
+            "x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 3},
+        },
+    },
     *[
         action.input_schema
         for tool in load_registry(load_entrypoints=False)
@@ -97,7 +104,8 @@ def test_fast_check_agrees_with_jsonschema(schema: dict[str, Any], data: st.Data
     "schema",
     [
         {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}},
-        {"anyOf": [{"type": "string"}]},
+        {"oneOf": [{"type": "string"}]},
+        {"anyOf": []},
         {"type": "object", "patternProperties": {"^a": {}}},
         {"type": "string", "pattern": "^a"},
         {"type": "array", "prefixItems": [{}]},
@@ -141,6 +149,7 @@ KEYWORD_VALUES = {
     "minItems": mostly(st.integers(0, 3), st.just(-1) | st.just(1.5)),
     "maxLength": mostly(st.integers(0, 3)),
     "minimum": mostly(st.integers(-2, 2) | st.floats(-2, 2, allow_nan=False)),
+    "exclusiveMaximum": mostly(st.integers(-2, 2) | st.floats(-2, 2, allow_nan=False)),
     "title": mostly(st.text(max_size=3)),
     "description": mostly(st.text(max_size=3)),
     "format": mostly(st.sampled_from(["email", "date"])),
@@ -157,6 +166,7 @@ def schemas(depth: int = 2) -> st.SearchStrategy[Any]:
         "properties": mostly(st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)),
         "items": inner,
         "additionalProperties": inner,
+        "anyOf": mostly(st.lists(inner, max_size=2)),
     }
     return st.fixed_dictionaries({}, optional={**KEYWORD_VALUES, **nested})
 

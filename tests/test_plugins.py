@@ -13,7 +13,15 @@ import pytest
 
 from lineup_plugin import hookimpl, hookspecs
 from lineup_plugin.errors import DuplicateToolError, ToolError
-from lineup_plugin.plugins import BLOCK_ENV, ENTRY_POINT_GROUP, collect_tools, get_plugin_manager, load_registry
+from lineup_plugin.plugins import (
+    BLOCK_ENV,
+    ENTRY_POINT_GROUP,
+    builtin_function_schemas,
+    collect_tools,
+    get_plugin_manager,
+    load_registry,
+    third_party_plugins,
+)
 from lineup_plugin.registry import Register
 
 HOOK_NAMES = sorted(name for name, fn in vars(hookspecs).items() if hasattr(fn, "lineup_spec"))
@@ -157,3 +165,18 @@ def test_installed_example_plugin_registers_its_tools() -> None:
     weather = registry.get("weather")
     assert weather is not None and weather.source == "weather" and weather.in_process
     assert registry.get("rating") is not None
+
+
+def test_builtin_function_schemas_are_the_registrys_without_loading_it() -> None:
+    environ = {BLOCK_ENV: ",".join(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))}
+    schemas = builtin_function_schemas(environ)
+    assert schemas is not None
+    assert schemas == load_registry(load_entrypoints=False).function_schemas()
+
+
+def test_builtin_function_schemas_leave_third_party_plugins_to_the_registry() -> None:
+    installed = [ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
+    if not installed:
+        pytest.skip("no third-party LineUp plugin installed")
+    assert third_party_plugins({}) == installed
+    assert builtin_function_schemas({}) is None

@@ -7,10 +7,12 @@ answered by the App.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
-from ..registry import Register
+
+if TYPE_CHECKING:
+    from ..registry import Register
 
 
 def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""The base class of every wire model."""
+"""The base class of every wire model, and validation into one."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import ProtocolError
 
 
 class WireModel(BaseModel):
@@ -20,3 +24,20 @@ class WireModel(BaseModel):
         frozen=False,
         serialize_by_alias=True,
     )
+
+
+def _describe(exc: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        msg = err["msg"][:1].lower() + err["msg"][1:]
+        parts.append(f"{path or 'message'}: {msg}")
+    return "; ".join(parts)
+
+
+def validate(model: type[WireModel], data: Any, *, path: str = "") -> Any:
+    """Validate ``data`` as ``model``; failures become a ProtocolError naming the field path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ProtocolError(_describe(exc, path)) from None

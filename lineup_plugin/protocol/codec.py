@@ -13,11 +13,10 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
 from pydantic_core import to_json
 
 from ..errors import ProtocolError, VersionError
-from .base import WireModel
+from .base import validate
 from .messages import KIND_OF, KINDS, PROTOCOL_VERSION, TYPE_PREFIX, Actor, Envelope, EnvelopeHeader, Payload
 
 #: the largest envelope text decode() accepts, in characters
@@ -81,23 +80,6 @@ def encode_envelope(
         "payload": payload,
     }
     return to_json(fields, by_alias=True, exclude_none=True).decode()
-
-
-def _describe(exc: ValidationError, prefix: str = "") -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = err["msg"][:1].lower() + err["msg"][1:]
-        parts.append(f"{path or 'message'}: {msg}")
-    return "; ".join(parts)
-
-
-def validate(model: type[WireModel], data: Any, *, path: str = "") -> Any:
-    """Validate ``data`` as ``model``; failures become a ProtocolError naming the field path."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ProtocolError(_describe(exc, path)) from None
 
 
 def decode_object(data: Any) -> Envelope:

@@ -26,10 +26,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..protocol.messages import AgentState, ToolResult
-from ..registry import Registry, function_schema
+if TYPE_CHECKING:
+    from ..protocol.messages import AgentState, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,15 @@ class BlockingCall(Protocol):
         heartbeat: Callable[[], None],
         deadline: float,
     ) -> ToolResult: ...
+
+
+class ToolSource(Protocol):
+    """Where a :class:`ToolBridge` reads the tools: a :class:`~lineup_plugin.registry.Registry`, or anything
+    else that gives every tool's agent-facing function schema (see :mod:`lineup_plugin.agent_schema`)."""
+
+    def function_schemas(self) -> list[dict[str, Any]]:
+        """Each tool as ``{name, description, parameters}``, in registration order."""
+        ...
 
 
 class AgentRuntime(ABC):
@@ -140,7 +149,7 @@ class ToolBridge:
     def __init__(
         self,
         runtime: AgentRuntime,
-        registry: Registry,
+        registry: ToolSource,
         call: BlockingCall,
         *,
         deadline_for: Callable[[str], float],
@@ -163,7 +172,7 @@ class ToolBridge:
 
         Returns the ``(added, removed)`` tool names.
         """
-        wanted = {tool.name: function_schema(tool.definition) for tool in self.registry}
+        wanted = {schema["name"]: schema for schema in self.registry.function_schemas()}
         with self._lock:
             added = [name for name, schema in wanted.items() if force or self._schemas.get(name) != schema]
             removed = [name for name in self._schemas if name not in wanted]

@@ -24,6 +24,7 @@ not tell the user why it cannot ask).
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import sys
@@ -33,16 +34,16 @@ import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, load_settings
 from ..errors import ConfigError
-from ..plugins import load_registry
-from ..protocol import codec
-from ..protocol.messages import AgentState, ToolResult
-from ..registry import Registry
+from ..plugins import builtin_function_schemas
+from ..settings_check import given_settings, surely_valid
 from .base import AgentRuntime, ToolBridge, ToolHandler
 from .lock import Owner, ServerLock
 
 if TYPE_CHECKING:
+    from ..config import Settings
+    from ..protocol.messages import AgentState, ToolResult
+    from ..registry import Registry
     from .loop import Runner
 
 log = logging.getLogger(__name__)
@@ -219,25 +220,78 @@ class HermesRuntime(AgentRuntime):
 
 
 class HermesService:
-    """LineUp inside one Hermes process: settings, tools, hooks, and (maybe) the server."""
+    """LineUp inside one Hermes process: settings, tools, hooks, and (maybe) the server.
 
-    def __init__(self, ctx: Any, settings: Settings, registry: Registry, *, role: str | None = None) -> None:
+    ``settings`` and ``registry`` may be given as functions that make them: they then run on first
+    use (the server's start, or a tool call), not in Hermes' start. Until the registry is loaded the
+    tools registered with Hermes are the function schemas ``tools``.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        settings: Settings | Callable[[], Settings],
+        registry: Registry | Callable[[], Registry],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        role: str | None = None,
+    ) -> None:
         self.ctx = ctx
-        self.settings = settings
-        self.registry = registry
+        self._settings: Settings | None = None if callable(settings) else settings
+        self._make_settings: Callable[[], Settings] | None = settings if callable(settings) else None
+        self._registry: Registry | None = None if callable(registry) else registry
+        self._make_registry: Callable[[], Registry] | None = registry if callable(registry) else None
+        self._tools = tools
         self._fixed_role = self._role = role
-        self.lock = ServerLock(settings.data_dir)
+        self._lock: ServerLock | None = None
         self.runner: Runner | None = None
         self.owner: Owner | None = None
         self.adapter: Any = None
         self.runtime = HermesRuntime(ctx, self)
-        self.bridge = ToolBridge(self.runtime, registry, self.call_blocking, deadline_for=self.deadline_for)
+        self.bridge = ToolBridge(self.runtime, self, self.call_blocking, deadline_for=self.deadline_for)
         self._start_lock = threading.RLock()
         self._agents: dict[str, weakref.ReferenceType[Any]] = {}
         self._idle_handlers: dict[str, Callable[[str], None]] = {}
         self._running: set[str] = set()
         self._state_lock = threading.Lock()
         self._refused_logged = False
+
+    # settings and tools, made on first use ----------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """LineUp's settings (validated by the model on first use)."""
+        if self._settings is None:
+            with self._start_lock:
+                if self._settings is None:
+                    assert self._make_settings is not None
+                    self._settings = self._make_settings()
+        return self._settings
+
+    @property
+    def registry(self) -> Registry:
+        """The registry of every tool (loaded on first use)."""
+        if self._registry is None:
+            with self._start_lock:
+                if self._registry is None:
+                    assert self._make_registry is not None
+                    self._registry = self._make_registry()
+        return self._registry
+
+    @property
+    def lock(self) -> ServerLock:
+        """The lock on the data directory that the process serving the App holds."""
+        if self._lock is None:
+            with self._start_lock:
+                if self._lock is None:
+                    self._lock = ServerLock(self.settings.data_dir)
+        return self._lock
+
+    def function_schemas(self) -> list[dict[str, Any]]:
+        """The tools to register with Hermes: the registry's once loaded, else the schemas given."""
+        if self._registry is None and self._tools is not None:
+            return list(self._tools)
+        return self.registry.function_schemas()
 
     # server lifecycle ------------------------------------------------------------------
 
@@ -330,6 +384,7 @@ class HermesService:
     def not_serving_result(self, name: str) -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server."""
         from ..hub import failure
+        from ..protocol import codec
 
         owner = self.owner or self.lock.owner()
         where = f"another Hermes process ({owner})" if owner else "another Hermes process"
@@ -590,20 +645,62 @@ def install(ctx: Any, *, environ: Mapping[str, str] | None = None) -> HermesServ
     with _service_lock:
         svc = _service
         if svc is None:
-            settings = load_settings(plugin_section(), environ)
-            svc = HermesService(ctx, settings, load_registry())
+            settings, registry, tools = _settings_and_tools(environ)
+            svc = HermesService(ctx, settings, registry, tools=tools)
             atexit.register(svc.stop)
         else:  # a forced re-discovery (Hermes cleared its hooks and tool list): keep the server
             svc.ctx = svc.runtime.ctx = ctx
         svc.bridge.sync(force=True)
         for hook in HOOKS:
             ctx.register_hook(hook, getattr(svc, hook))
-        ctx.register_command(
-            "lineup", svc.lineup_command, description="Show where the LineUp App is served and how to open it"
+        register_command(
+            ctx, "lineup", svc.lineup_command, description="Show where the LineUp App is served and how to open it"
         )
         register_platform(ctx, svc)
         _service = svc
     return svc
+
+
+def _settings_and_tools(
+    environ: Mapping[str, str] | None,
+) -> tuple[Settings | Callable[[], Settings], Registry | Callable[[], Registry], list[dict[str, Any]] | None]:
+    """The settings and registry of :class:`HermesService`, as cheap as a Hermes start allows.
+
+    Settings the fast check accepts are validated by the model when first used; any others right
+    now, so that a bad one raises the ConfigError naming it. The registry is loaded now only if a
+    third-party plugin is installed (its tools are known, and checked, only through it).
+    """
+    given = given_settings(plugin_section(), environ)
+    settings = functools.partial(_validated, given) if surely_valid(given) else _validated(given)
+    tools = builtin_function_schemas()
+    from ..plugins import load_registry
+
+    registry: Registry | Callable[[], Registry] = load_registry if tools is not None else load_registry()
+    return settings, registry, tools
+
+
+def _validated(given: dict[str, Any]) -> Settings:
+    from ..config import validated_settings
+
+    return validated_settings(given)
+
+
+def register_command(ctx: Any, name: str, handler: Callable[[str], str], *, description: str) -> None:
+    """``ctx.register_command``, without importing Hermes' slash-command module when nothing has yet.
+
+    Hermes' ``register_command`` imports ``hermes_cli.commands`` (and prompt_toolkit: 75-150 ms)
+    only to refuse the names of its built-in commands, and skips that check when the module is
+    not available. Every reader of plugin commands (the CLI, the gateway) loads that module first,
+    and the interactive CLI has it loaded before plugins. Elsewhere the entry Hermes would store is
+    stored directly (LineUp's command is no built-in one: a Hermes test checks it).
+    """
+    manager = getattr(ctx, "_manager", None)
+    commands = getattr(manager, "_plugin_commands", None)
+    manifest = getattr(ctx, "manifest", None)
+    if "hermes_cli.commands" in sys.modules or not isinstance(commands, dict) or manifest is None:
+        ctx.register_command(name, handler, description=description)
+        return
+    commands[name] = {"handler": handler, "description": description, "plugin": manifest.name, "args_hint": ""}
 
 
 PLATFORM_HINT = (

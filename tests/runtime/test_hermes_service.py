@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,29 @@ def test_lineup_command_names_the_process_that_serves_the_app(service: HermesSer
     finally:
         other.release()
     assert "served by another Hermes process (pid" in reply and "(gateway)" in reply
+
+
+def test_the_lineup_command_is_stored_as_hermes_would_store_it() -> None:
+    from hermes_cli.commands import resolve_command
+    from hermes_cli.plugins import PluginContext, PluginManager, PluginManifest
+
+    from lineup_plugin.runtime.hermes import register_command
+
+    def handler(raw_args: str) -> str:
+        return raw_args
+
+    entries = []
+    for shortcut in (False, True):
+        manager = PluginManager()
+        ctx = PluginContext(PluginManifest(name="lineup"), manager)
+        if shortcut:  # as in a process that has not loaded Hermes' slash-command module
+            with pytest.MonkeyPatch.context() as patch:
+                patch.delitem(sys.modules, "hermes_cli.commands")
+                register_command(ctx, "lineup", handler, description="where the App is")
+        else:
+            ctx.register_command("lineup", handler, description="where the App is")
+        entries.append(manager._plugin_commands)
+    assert entries[0] == entries[1] == {
+        "lineup": {"handler": handler, "description": "where the App is", "plugin": "lineup", "args_hint": ""}
+    }
+    assert resolve_command("lineup") is None  # not a built-in command, which Hermes would refuse
