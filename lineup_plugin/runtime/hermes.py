@@ -355,7 +355,10 @@ class HermesService:
             return
         log.info("lineup: App at %s (token in %s or plugins.entries.lineup.token)", server.url, self.settings.data_dir)
         if sys.stderr.isatty():  # a person is watching this terminal; the link (with the token) never goes to logs
+            from ..qr import terminal_qr
+
             print(f"{EMOJI} LineUp App: open {server.connect_link} on your phone", file=sys.stderr)
+            print(terminal_qr(server.connect_link), file=sys.stderr)
 
     def stop(self) -> None:
         """Stop the server (if this process runs it) and release the lock."""
