@@ -68,9 +68,12 @@ async def _maybe_await(value: Awaitable[None] | None) -> None:
 @dataclass
 class _Live:
     call: Call
+    #: the first caller's wait (cancelling that caller cancels it: no shield needed)
     future: asyncio.Future[ToolResult]
     timer: asyncio.TimerHandle | None = None
     delivered_to: set[str] = field(default_factory=set)
+    #: the waits of later callers with the same call id
+    repeats: list[asyncio.Future[ToolResult]] = field(default_factory=list)
 
 
 def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
@@ -358,10 +361,12 @@ class Hub:
         connected gives ``failed`` saying so. If the waiting task is cancelled (the runtime was
         interrupted) the call is cancelled on every device and the cancellation propagates.
         """
-        call_id = call_id or codec.new_id("call")
-        repeated = await self._repeated_call(call_id)
-        if repeated is not None:
-            return repeated
+        if call_id is None:
+            call_id = codec.new_id("call")  # fresh: neither live nor in the store
+        else:
+            repeated = await self._repeated_call(call_id)
+            if repeated is not None:
+                return repeated
         try:
             tool, _spec = self.registry.resolve(name, action, arguments)
         except ArgumentsError as exc:
@@ -400,11 +405,11 @@ class Hub:
         self._live[call_id] = item
         self.store.save_call(call)
         self.store.audit("call.created", call_id=call_id, detail=name)
-        item.timer = loop.call_later(max(0.0, wait), lambda: loop.create_task(self._expire(item)))
+        item.timer = loop.call_later(max(0.0, wait), self._expire_soon, item)
         for peer in list(self._peers):
             await self._deliver(item, peer)
         try:
-            return await asyncio.shield(item.future)
+            return await item.future
         except asyncio.CancelledError:
             await self.cancel(call_id, "the agent was interrupted")
             raise
@@ -419,7 +424,9 @@ class Hub:
         """The result of a call id that was already made: it is waited on, never run twice."""
         item = self._live.get(call_id)
         if item is not None:
-            return await asyncio.shield(item.future)
+            repeat: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+            item.repeats.append(repeat)
+            return await repeat
         ended = self.store.get_call(call_id)
         return ended.result if ended is not None and ended.done else None
 
@@ -430,6 +437,9 @@ class Hub:
                 item.call.advance(CallState.DELIVERED)
                 self.store.save_call(item.call)
             self.store.audit("call.delivered", call_id=item.call.call_id, device_id=peer.device_id)
+
+    def _expire_soon(self, item: _Live) -> None:
+        asyncio.get_running_loop().create_task(self._expire(item))
 
     async def _expire(self, item: _Live) -> None:
         if not item.call.done:
@@ -465,9 +475,10 @@ class Hub:
         self.store.audit(
             f"call.{call.state}", call_id=call.call_id, device_id=answered_by.device_id if answered_by else None
         )
-        if not item.future.done():
-            assert call.result is not None
-            item.future.set_result(call.result)
+        assert call.result is not None
+        for waiter in (item.future, *item.repeats):
+            if not waiter.done():  # a cancelled caller's wait is done already
+                waiter.set_result(call.result)
         others = [peer for peer in self._peers if peer is not answered_by]
         if others:
             notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered_by else reason)
