@@ -8,6 +8,7 @@ path, e.g. ``payload.arguments: input should be a valid dictionary``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from datetime import UTC, datetime
@@ -119,6 +120,7 @@ def decode_object(data: Any) -> Envelope:
     return Envelope.model_construct(set(fields), **fields)
 
 
+@functools.cache  # built on first use: it takes ~0.1 s, which an import should not pay
 def _fast_envelope() -> TypeAdapter[dict[str, Any]]:
     """One validator, in pydantic-core, from JSON text to the fields of an envelope of any kind.
 
@@ -145,9 +147,6 @@ def _fast_envelope() -> TypeAdapter[dict[str, Any]]:
     return TypeAdapter(Annotated[Union[tuple(members)], Field(discriminator="type")])  # noqa: UP007
 
 
-_fast = _fast_envelope()
-
-
 def _refuse_constant(name: str) -> Any:
     # Python's json accepts NaN and Infinity; JSON (and every other peer) does not
     raise ValueError(f"{name} is not valid JSON")
@@ -163,7 +162,7 @@ def decode(text: str | bytes) -> Envelope:
         raise ProtocolError(f"message: {len(text)} characters is over the limit of {MAX_MESSAGE_CHARS}")
     if isinstance(text, str) and "NaN" not in text and "Infinity" not in text:  # pydantic-core's JSON takes those
         try:
-            fields = _fast.validate_json(text)
+            fields = _fast_envelope().validate_json(text)
         except ValueError:
             pass  # read again step by step, for the error that names the field
         else:
