@@ -149,13 +149,16 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 _SAVE_CALL = """
 INSERT INTO calls (call_id, conversation_id, name, state, done, request, result, created_at, expires_at, history,
                    updated_at)
-VALUES (:call_id, :conversation_id, :name, :state, :done, :request, :result, :created_at, :expires_at, :history,
-        :updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO UPDATE SET
     state = excluded.state, done = excluded.done, result = excluded.result, expires_at = excluded.expires_at,
     history = excluded.history, updated_at = excluded.updated_at
 WHERE calls.done = 0
 """
+#: a later save of a call this store wrote: only what a transition changes (request, deadline... never change)
+_UPDATE_CALL = (
+    "UPDATE calls SET state = ?, done = ?, result = ?, history = ?, updated_at = ? WHERE call_id = ? AND done = 0"
+)
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 
@@ -206,6 +209,10 @@ class SQLiteStore:
         self._counts = {"seen": 0, "audit": 0, "ended": 0}
         self._failed: StoreError | None = None
         self._closed = False
+        #: calls saved in the open transaction, written when it commits (a call saved twice in a step is written once)
+        self._dirty: dict[str, Call] = {}
+        #: ids of the live calls whose row this store wrote (a later save updates only what changed)
+        self._written: set[str] = set()
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -304,6 +311,8 @@ class SQLiteStore:
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:
+            if self._dirty:  # calls saved earlier in this step
+                self._flush()
             return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._error(what, exc) from exc
@@ -316,9 +325,12 @@ class SQLiteStore:
         if self._closed or not self._db.in_transaction:
             return
         try:
+            if self._dirty:
+                self._flush()
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             log.error("lineup store %s: could not save the last writes: %s", self.path, exc)
+            self._dirty.clear()
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
             self._failed = StoreError(f"the store {self.path} could not save writes: {exc}")
@@ -326,27 +338,73 @@ class SQLiteStore:
     # ------------------------------------------------------------------------------- calls
 
     def save_call(self, call: Call) -> None:
-        """Insert or update ``call``; a call that already ended is never changed (the first end wins)."""
-        row = {
-            "call_id": call.call_id,
-            "conversation_id": call.conversation_id,
-            "name": call.request.name,
-            "state": str(call.state),
-            "done": int(call.done),
-            "request": call.request.model_dump_json(exclude_none=True),
-            "result": call.result.model_dump_json(exclude_none=True) if call.result is not None else None,
-            "created_at": call.created_at,
-            "expires_at": call.expires_at,
-            "history": json.dumps([[str(state), at] for state, at in call.history]),
-            "updated_at": time.time(),
-        }
-        if not self._write("saving a call", _SAVE_CALL, row):
-            log.debug("call %s already ended in the store; save ignored", call.call_id)
-        elif call.done:
+        """Insert or update ``call``; a call that already ended is never changed (the first end wins).
+
+        Inside an event loop the row is written when the step's transaction commits, as the call is
+        then (a call created and delivered in one step is written once); outside a loop at once.
+        """
+        if self._failed is not None:
+            raise self._failed
+        if threading.get_ident() != self._thread:
+            raise StoreError("the store was used from another thread while saving a call; use it on one thread")
+        db = self._db
+        if not db.in_transaction:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error("saving a call", exc) from exc
+            try:
+                asyncio.get_running_loop().call_soon(self.commit)
+            except RuntimeError:  # no event loop: write and commit at once
+                try:
+                    self._save_row(call)
+                except sqlite3.Error as exc:
+                    raise self._error("saving a call", exc) from exc
+                finally:
+                    self.commit()
+                return
+        self._dirty[call.call_id] = call
+
+    def _flush(self) -> None:
+        """Write the calls saved in the open transaction."""
+        dirty, self._dirty = self._dirty, {}
+        for call in dirty.values():
+            self._save_row(call)
+
+    def _save_row(self, call: Call) -> None:
+        call_id = call.call_id
+        done = call.done
+        result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
+        history = json.dumps([[str(state), at] for state, at in call.history])
+        if call_id in self._written:
+            params: tuple[Any, ...] = (str(call.state), int(done), result, history, time.time(), call_id)
+            changed = self._db.execute(_UPDATE_CALL, params).rowcount
+        else:
+            params = (
+                call_id,
+                call.conversation_id,
+                call.request.name,
+                str(call.state),
+                int(done),
+                call.request.model_dump_json(exclude_none=True),
+                result,
+                call.created_at,
+                call.expires_at,
+                history,
+                time.time(),
+            )
+            changed = self._db.execute(_SAVE_CALL, params).rowcount
+        if done:
+            self._written.discard(call_id)
+        elif changed:
+            self._written.add(call_id)
+        if not changed:
+            log.debug("call %s already ended in the store; save ignored", call_id)
+        elif done:
             self._counts["ended"] += 1
             if _over(self._counts["ended"], self.ended_limit):
                 excess = self._counts["ended"] - self.ended_limit
-                self._counts["ended"] -= self._write("pruning ended calls", _PRUNE_ENDED, (excess,))
+                self._counts["ended"] -= self._db.execute(_PRUNE_ENDED, (excess,)).rowcount
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id``, live or ended, if the store still knows it."""
