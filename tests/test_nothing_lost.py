@@ -17,7 +17,7 @@ from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
 from lineup_plugin.protocol.messages import Error, ToolCall, ToolCancel, ToolResult
-from lineup_plugin.runtime.loop import Runner
+from lineup_plugin.runtime.loop import Runner, _Pending
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
 from lineup_plugin.transports.memory import MemoryApp
 
@@ -214,11 +214,10 @@ def test_an_answer_that_beats_the_interrupt_is_returned_not_lost(tmp_path: Path)
         async def race() -> ToolResult:
             app = MemoryApp(runner.hub, "phone")
             await app.connect()
-            stop = asyncio.Event()
-            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, stop))
+            pending = _Pending()
+            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, pending))
             await app.next("tool.call")
-            stop.set()  # the interrupt, then the answer, both before the waiter wakes up
-            await asyncio.sleep(0)
+            pending.interrupt()  # the interrupt, then the answer, both before the waiter wakes up
             await app.send_payload(ToolResult(call_id="race-1", result=ANSWER))
             return await waiting
 

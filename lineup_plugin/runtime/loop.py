@@ -276,9 +276,9 @@ class Runner:
         call_id = codec.new_id("call")
         if is_interrupted():
             return failure(call_id, name, "cancelled", INTERRUPTED)
-        stop = asyncio.Event()  # binds to the loop on first use there
+        pending = _Pending()
         try:
-            future = self.submit(self._interruptible(name, flat_args, call_id, deadline, stop))
+            future = self.submit(self._interruptible(name, flat_args, call_id, deadline, pending))
         except (TransportError, RuntimeError):
             return failure(call_id, name, "failed", NOT_RUNNING, error="not_running")
         interrupted_at: float | None = None
@@ -294,7 +294,7 @@ class Runner:
             if interrupted_at is None and is_interrupted():
                 interrupted_at = time.monotonic()
                 try:
-                    self.loop.call_soon_threadsafe(stop.set)
+                    self.loop.call_soon_threadsafe(pending.interrupt)
                 except (TransportError, RuntimeError):
                     return failure(call_id, name, "cancelled", INTERRUPTED)
             elif interrupted_at is not None and time.monotonic() - interrupted_at > CANCEL_GRACE:
@@ -302,27 +302,37 @@ class Runner:
                 return failure(call_id, name, "cancelled", INTERRUPTED)
 
     async def _interruptible(
-        self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, stop: asyncio.Event
+        self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, pending: _Pending
     ) -> ToolResult:
-        options: dict[str, Any] = {"call_id": call_id}
-        if deadline is not None:
-            options["deadline"] = deadline
-        call = asyncio.ensure_future(self.hub.agent_call(name, flat_args, **options))
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait([call, stopped], return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            call.cancel()
-            raise
-        finally:
-            stopped.cancel()
-        if not call.done():
-            call.cancel()  # the hub cancels the call on every device, then re-raises
-            await asyncio.wait([call])
-        if call.cancelled():
+        """The call, in the one task that :meth:`call_blocking` submitted; an interrupt cancels that task."""
+        if not pending.interrupted:
+            pending.task = asyncio.current_task()
+            options: dict[str, Any] = {"call_id": call_id}
+            if deadline is not None:
+                options["deadline"] = deadline
+            try:
+                return await self.hub.agent_call(name, flat_args, **options)
+            except asyncio.CancelledError:  # the hub cancelled the call on every device
+                if not pending.interrupted:  # the runner is stopping
+                    raise
             # The hub may have accepted an answer just before the interrupt: its record wins.
             ended = self.hub.store.get_call(call_id)
             if ended is not None and ended.result is not None:
                 return ended.result
-            return failure(call_id, name, "cancelled", INTERRUPTED)
-        return call.result()
+        return failure(call_id, name, "cancelled", INTERRUPTED)
+
+
+class _Pending:
+    """One :meth:`Runner.call_blocking` call's task on the loop, and whether it was interrupted."""
+
+    __slots__ = ("interrupted", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        """On the loop: cancel the call (a task not started yet returns ``cancelled`` at once)."""
+        self.interrupted = True
+        if self.task is not None:
+            self.task.cancel()
