@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lineup_plugin.hub import Hub
 from lineup_plugin.runtime.loop import Runner
-from lineup_plugin.transports.direct import DirectServer
+from lineup_plugin.transports.direct.server import DirectServer
 
 from . import mcp_rig, rigs
 from .report import Row, fmt_ratio, verdict

@@ -42,7 +42,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
@@ -58,7 +58,7 @@ from lineup_plugin.protocol.messages import (
     ToolResult,
 )
 from lineup_plugin.store import open_store
-from lineup_plugin.transports.direct import DirectServer, Limits
+from lineup_plugin.transports.direct.server import DirectServer, Limits
 
 TOKEN = "load-test-token-0123456789"
 OPTIONS = ["test", "staging", "production"]

@@ -145,9 +145,9 @@ async def run_wukongim() -> None:
 
 
 async def run_relay_app(ws_url: str, app_uid: str, agent_uid: str) -> None:
-    from lineup_plugin.transports.relay import wrap_envelope
-    from lineup_plugin.transports.wkproto import ChannelType
-    from lineup_plugin.transports.wukongim import ClientOptions, Message, WuKongIMClient
+    from lineup_plugin.transports.wukongim.client import ClientOptions, Message, WuKongIMClient
+    from lineup_plugin.transports.wukongim.proto import ChannelType
+    from lineup_plugin.transports.wukongim.relay import wrap_envelope
 
     device = {"kind": "human", "id": app_uid}
     pending: set[asyncio.Task[Any]] = set()

@@ -15,13 +15,13 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 
-from lineup_plugin.config import Settings, WuKongIMSettings
+from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, DeviceWelcome, ToolCall, ToolResult
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
-from lineup_plugin.transports.direct import DirectServer, Limits
+from lineup_plugin.transports.direct.server import DirectServer, Limits
 from lineup_plugin.transports.memory import MemoryApp
 
 from .peers import ANSWER
@@ -293,7 +293,7 @@ class AnsweringApp(MemoryApp):
 
 async def relay_hub(stack: AsyncExitStack) -> Hub:
     """A hub behind the WuKongIM relay, a fake WuKongIM server and the App on it (children)."""
-    from lineup_plugin.transports.relay import Relay
+    from lineup_plugin.transports.wukongim.relay import Relay
 
     fake = await start_child(stack, "wukongim")
     await start_child(stack, "relay-app", fake["ws_url"], "bench-app", "bench-agent")

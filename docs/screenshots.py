@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lineup_plugin import Hub, load_registry  # noqa: E402
-from lineup_plugin.config import Settings  # noqa: E402
-from lineup_plugin.transports.direct import DirectServer  # noqa: E402
+from lineup_plugin.config.settings import Settings  # noqa: E402
+from lineup_plugin.transports.direct.server import DirectServer  # noqa: E402
 from tests.e2e.browser import PHONE, launch  # noqa: E402
 
 DOCS = ROOT / "docs"

@@ -37,14 +37,14 @@ if TYPE_CHECKING:
     from .hub import Hub
     from .plugins import load_registry
     from .protocol import ActionDefinition, Call, CallState, Envelope, ToolCall, ToolDefinition, ToolResult
-    from .registry import Registry
+    from .tools.registry import Registry
 
 # Loaded on first use, so that importing the package (``from lineup_plugin import hookimpl``, or the
 # Hermes entry point) loads neither pydantic nor the protocol models.
 _LAZY = {
     "Hub": "hub",
     "load_registry": "plugins",
-    "Registry": "registry",
+    "Registry": "tools.registry",
     **dict.fromkeys(
         ("ActionDefinition", "Call", "CallState", "Envelope", "ToolCall", "ToolDefinition", "ToolResult"), "protocol"
     ),

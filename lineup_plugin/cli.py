@@ -20,10 +20,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .config import load_settings
+from .config.settings import load_settings
 from .errors import ConfigError, LineUpError
 from .plugins import load_registry
-from .registry import Registry
+from .tools.registry import Registry
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,14 +16,14 @@ from importlib.resources.abc import Traversable
 from types import TracebackType
 from typing import Any
 
-from .config import Settings
+from .config.settings import Settings
 from .hub import Hub
 from .plugins import load_registry
 from .protocol.messages import ToolResult
 from .qr import terminal_qr
-from .registry import Registry
 from .store import open_store
-from .transports.direct import DirectServer
+from .tools.registry import Registry
+from .transports.direct.server import DirectServer
 
 AGAIN = "again"
 

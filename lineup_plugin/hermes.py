@@ -5,11 +5,11 @@ Enable it in Hermes' ``config.yaml``::
     plugins:
       enabled: [lineup]
       entries:
-        lineup:            # LineUp's settings (see lineup_plugin.config.Settings)
+        lineup:            # LineUp's settings (see lineup_plugin.config.settings.Settings)
           port: 9527
 
 Hermes imports this module and calls :func:`register` in every process it starts. Everything
-happens in :mod:`lineup_plugin.runtime.hermes`; this module stays small so that importing it
+happens in :mod:`lineup_plugin.runtime.hermes.service`; this module stays small so that importing it
 costs nothing until Hermes actually enables the plugin.
 """
 
@@ -28,7 +28,7 @@ def register(ctx: Any) -> None:
     "Failed to load plugin 'lineup': …" (``~/.hermes/logs/errors.log``) and loads nothing of
     LineUp; on a terminal the reason is also printed.
     """
-    from .runtime.hermes import install
+    from .runtime.hermes.service import install
 
     try:
         install(ctx)

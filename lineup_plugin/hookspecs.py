@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .registry import Register
+    from .tools.registry import Register
 
 hookspec = pluggy.HookspecMarker("lineup")
 hookimpl = pluggy.HookimplMarker("lineup")

@@ -1,6 +1,6 @@
 """The hub: routes LineUp messages between the agent and every connected App device.
 
-It is transport-neutral (a transport hands it :class:`~lineup_plugin.transports.base.Peer`
+It is transport-neutral (a transport hands it :class:`~lineup_plugin.ports.Peer`
 objects and the text they receive) and runtime-neutral (a runtime calls :meth:`Hub.call` and
 gets a :class:`~lineup_plugin.protocol.ToolResult`). It runs on one asyncio event loop.
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ArgumentsError, CallStateError, ProtocolError, VersionError
+from .ports import Peer
 from .protocol import codec
 from .protocol.calls import Call, CallState, format_timestamp
 from .protocol.messages import (
@@ -46,9 +47,8 @@ from .protocol.messages import (
     ToolResult,
 )
 from .protocol.tools import HIGH_RISK
-from .registry import RegisteredTool, Registry, split_arguments
 from .store import MemoryStore, Store
-from .transports.base import Peer
+from .tools.registry import RegisteredTool, Registry, split_arguments
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from . import hookspecs
-from .agent_schema import function_schema
+from .tools.agent_schema import function_schema
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from .tools.registry import Registry
 
 ENTRY_POINT_GROUP = "lineup"
 BLOCK_ENV = "LINEUP_BLOCK_PLUGINS"
@@ -49,7 +49,7 @@ def get_plugin_manager(*, load_entrypoints: bool = True, environ: dict[str, str]
 def collect_tools(pm: pluggy.PluginManager, registry: Registry | None = None) -> Registry:
     """Call every plugin's ``register_tools`` hook, each with a ``register`` bound to its name."""
     if registry is None:
-        from .registry import Registry
+        from .tools.registry import Registry
 
         registry = Registry()
     for impl in pm.hook.register_tools.get_hookimpls():

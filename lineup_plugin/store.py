@@ -25,7 +25,7 @@ from .protocol.calls import Call, CallState
 from .protocol.messages import ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from .config.settings import Settings
 
 log = logging.getLogger(__name__)
 

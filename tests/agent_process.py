@@ -15,7 +15,7 @@ import argparse
 import json
 import threading
 
-from lineup_plugin.config import load_settings
+from lineup_plugin.config.settings import load_settings
 from lineup_plugin.runtime.loop import Runner
 
 QUESTION = {"question": "Deploy where?", "options": ["staging", "production"]}

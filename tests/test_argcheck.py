@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lineup_plugin.argcheck import compile_schema
 from lineup_plugin.plugins import load_registry
+from lineup_plugin.tools.argcheck import compile_schema
 
 SCHEMAS: list[dict[str, Any]] = [
     {

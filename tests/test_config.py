@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.config import SCHEMA_MODULE, load_settings, render_settings_schema
+from lineup_plugin.config.check import given_settings, surely_valid
+from lineup_plugin.config.settings import SCHEMA_MODULE, load_settings, render_settings_schema
 from lineup_plugin.errors import ConfigError
-from lineup_plugin.settings_check import given_settings, surely_valid
 
 
 def test_defaults_are_direct_on_9527() -> None:
@@ -81,7 +81,7 @@ def test_the_cheap_check_leaves_unusual_numbers_to_the_model(value: str) -> None
 
 
 def test_the_settings_schema_module_is_up_to_date() -> None:
-    assert SCHEMA_MODULE.read_text() == render_settings_schema(), "run python -m lineup_plugin.config"
+    assert SCHEMA_MODULE.read_text() == render_settings_schema(), "run python -m lineup_plugin.config.settings"
 
 
 def test_token_is_not_in_repr() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_plugin import load_registry
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.demo import Demo
 from lineup_plugin.protocol.messages import AgentStop, Text, ToolCall
 from tests.wsapp import WsApp

@@ -10,7 +10,7 @@ import pytest
 from lineup_plugin import Hub, hookimpl
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.protocol.messages import AgentStop, Text, ToolAck, ToolCall, ToolCancel, ToolList, ToolResult
-from lineup_plugin.registry import Register
+from lineup_plugin.tools.registry import Register
 from lineup_plugin.transports.memory import MemoryApp
 
 

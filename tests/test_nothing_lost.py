@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp

@@ -22,7 +22,7 @@ from lineup_plugin.plugins import (
     load_registry,
     third_party_plugins,
 )
-from lineup_plugin.registry import Register
+from lineup_plugin.tools.registry import Register
 
 HOOK_NAMES = sorted(name for name, fn in vars(hookspecs).items() if hasattr(fn, "lineup_spec"))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import segno
 
 from lineup_plugin import load_registry
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.demo import Demo
 from lineup_plugin.qr import terminal_qr
 

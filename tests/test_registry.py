@@ -9,7 +9,7 @@ import pytest
 from lineup_plugin.errors import ArgumentsError
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.protocol.tools import ToolDefinition
-from lineup_plugin.registry import Registry, function_schema, split_arguments
+from lineup_plugin.tools.registry import Registry, function_schema, split_arguments
 
 
 @pytest.fixture

@@ -22,12 +22,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from lineup_plugin import Hub, load_registry
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.protocol.calls import CallState
 from lineup_plugin.protocol.messages import Error, Text, ToolCall, ToolCancel, ToolList, ToolResult
 from lineup_plugin.store import SQLiteStore
-from lineup_plugin.transports.auth import AuthThrottle
-from lineup_plugin.transports.direct import FLOODED, QUEUE_FULL, TOO_MANY, DirectServer, Limits
+from lineup_plugin.transports.direct.auth import AuthThrottle
+from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, TOO_MANY, DirectServer, Limits
 
 from .wsapp import WsApp, encode_from, wait_until
 

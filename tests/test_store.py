@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import StoreBusyError, StoreError
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
 from lineup_plugin.protocol.messages import ToolCall, ToolResult

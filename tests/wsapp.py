@@ -19,7 +19,7 @@ from lineup_plugin.protocol.messages import (
     ToolCall,
     ToolResult,
 )
-from lineup_plugin.transports.direct import DirectServer
+from lineup_plugin.transports.direct.server import DirectServer
 
 
 def hello_text(device_id: str, token: str | None, open_calls: list[str] | None = None) -> str:

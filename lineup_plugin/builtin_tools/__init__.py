@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ..registry import Register
+    from ..tools.registry import Register
 
 
 def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

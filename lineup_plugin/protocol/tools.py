@@ -2,7 +2,7 @@
 
 An ``action`` tool has one ``inputSchema``; ``app`` and ``toolset`` tools have ``actions``, each
 with its own ``inputSchema``. Schemas are JSON Schema (as in MCP); they are checked to be valid
-JSON Schema objects when a tool is registered (see :mod:`lineup_plugin.registry`).
+JSON Schema objects when a tool is registered (see :mod:`lineup_plugin.tools.registry`).
 """
 
 from __future__ import annotations

@@ -82,8 +82,8 @@ class BlockingCall(Protocol):
 
 
 class ToolSource(Protocol):
-    """Where a :class:`ToolBridge` reads the tools: a :class:`~lineup_plugin.registry.Registry`, or anything
-    else that gives every tool's agent-facing function schema (see :mod:`lineup_plugin.agent_schema`)."""
+    """Where a :class:`ToolBridge` reads the tools: a :class:`~lineup_plugin.tools.registry.Registry`, or anything
+    else that gives every tool's agent-facing function schema (see :mod:`lineup_plugin.tools.agent_schema`)."""
 
     def function_schemas(self) -> list[dict[str, Any]]:
         """Each tool as ``{name, description, parameters}``, in registration order."""

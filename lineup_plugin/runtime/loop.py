@@ -13,8 +13,8 @@ entry points::
     runner.submit(runner.hub.send_text("done"))            # fire and forget; run() waits
     runner.stop()
 
-The transport follows ``settings.effective_mode``: a :class:`~lineup_plugin.transports.direct.DirectServer`
-in direct mode, the WuKongIM :class:`~lineup_plugin.transports.relay.Relay` in relay mode; pass
+The transport follows ``settings.effective_mode``: a :class:`~lineup_plugin.transports.direct.server.DirectServer`
+in direct mode, the WuKongIM :class:`~lineup_plugin.transports.wukongim.relay.Relay` in relay mode; pass
 ``transport=`` to use another. The hub's callbacks (``on_text``...) run on the loop's thread:
 hand work back to the runtime's own threads from there.
 """
@@ -32,15 +32,15 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..config import Settings
+from ..config.settings import Settings
 from ..errors import TransportError
 from ..hub import Hub, failure
 from ..protocol import codec
 from ..protocol.messages import ToolResult
-from ..registry import Registry
+from ..tools.registry import Registry
 
 if TYPE_CHECKING:
-    from ..transports.direct import DirectServer
+    from ..transports.direct.server import DirectServer
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def default_transport(settings: Settings, *, app_dir: Traversable | None = None)
 
         @asynccontextmanager
         async def relay(hub: Hub) -> AsyncIterator[Any]:
-            from ..transports.relay import Relay
+            from ..transports.wukongim.relay import Relay
 
             client = Relay(wukongim, hub)
             task = asyncio.create_task(client.run(), name="lineup-relay")
@@ -77,7 +77,7 @@ def default_transport(settings: Settings, *, app_dir: Traversable | None = None)
         return relay
 
     def direct(hub: Hub) -> DirectServer:
-        from ..transports.direct import DirectServer
+        from ..transports.direct.server import DirectServer
 
         return DirectServer(hub, settings, app_dir=app_dir)
 
@@ -153,7 +153,7 @@ class Runner:
     @property
     def server(self) -> DirectServer | None:
         """The DirectServer in direct mode (``.url``, ``.connect_link``, ``.port``), else None."""
-        from ..transports.direct import DirectServer
+        from ..transports.direct.server import DirectServer
 
         return self._transport if isinstance(self._transport, DirectServer) else None
 

@@ -1,6 +1,6 @@
 """An in-memory transport: an App device that lives in the same process (tests and demos).
 
-:class:`MemoryApp` is both the hub's :class:`~lineup_plugin.transports.base.Peer` and the App end:
+:class:`MemoryApp` is both the hub's :class:`~lineup_plugin.ports.Peer` and the App end:
 what the hub sends arrives decoded in :attr:`MemoryApp.inbox`; the App answers with
 :meth:`MemoryApp.send_payload`.
 """

@@ -1,5 +1,5 @@
 """Fixtures for end-to-end tests: real headless Chromium (Debian's, driven by Playwright) against
-the reference App served by a real :class:`~lineup_plugin.transports.direct.DirectServer`.
+the reference App served by a real :class:`~lineup_plugin.transports.direct.server.DirectServer`.
 
 The browser is started once per session; every test gets its own server and hub on 127.0.0.1,
 port 0, and drives the agent side by calling ``hub.call(...)`` itself.
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lineup_plugin import Hub, ToolResult, load_registry
-from lineup_plugin.config import Settings
-from lineup_plugin.transports.direct import DirectServer
+from lineup_plugin.config.settings import Settings
+from lineup_plugin.transports.direct.server import DirectServer
 
 from .browser import CHROMIUM, PHONE, launch
 

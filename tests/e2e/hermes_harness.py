@@ -141,7 +141,7 @@ def hermes_session(home: Path) -> Iterator[Hermes]:
         os.environ["HERMES_HOME"] = str(home)
         import model_tools  # noqa: F401 - runs Hermes' plugin discovery, which calls our register(ctx)
 
-        from lineup_plugin.runtime import hermes as runtime
+        from lineup_plugin.runtime.hermes import service as runtime
 
         service = runtime.service()
         assert service is not None, "Hermes did not load the lineup plugin"

@@ -357,7 +357,7 @@ from hermes_cli.plugins import get_plugin_manager
 from tools.registry import registry
 
 plugin = get_plugin_manager()._plugins.get("lineup")
-runtime = sys.modules.get("lineup_plugin.runtime.hermes")
+runtime = sys.modules.get("lineup_plugin.runtime.hermes.service")
 service = runtime.service() if runtime else None
 with socket.socket() as probe:
     port_open = probe.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0

@@ -44,8 +44,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from lineup_plugin.errors import RelayProtocolError
-from lineup_plugin.transports import wkproto
-from lineup_plugin.transports.wkproto import (
+from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.proto import (
     ChannelType,
     ConnackPacket,
     ConnectPacket,

@@ -11,8 +11,8 @@ from lineup_plugin import Hub, load_registry
 from lineup_plugin.hub import failure
 from lineup_plugin.protocol.messages import AgentState, ToolList, ToolResult
 from lineup_plugin.protocol.tools import ToolDefinition
-from lineup_plugin.registry import function_schema
 from lineup_plugin.runtime.base import AgentRuntime, ToolBridge, ToolHandler, result_json
+from lineup_plugin.tools.registry import function_schema
 from lineup_plugin.transports.memory import MemoryApp
 
 FLASHLIGHT = {

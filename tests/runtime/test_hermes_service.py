@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from lineup_plugin import load_registry
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import ConfigError
 from lineup_plugin.hub import failure
 from lineup_plugin.protocol.messages import ToolResult
-from lineup_plugin.runtime.hermes import TOOLSET, HermesService, clarify_answer, clarify_card, plugin_section
+from lineup_plugin.runtime.hermes.service import TOOLSET, HermesService, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.lock import ServerLock
 
 
@@ -154,7 +154,7 @@ def test_the_lineup_command_is_stored_as_hermes_would_store_it() -> None:
     from hermes_cli.commands import resolve_command
     from hermes_cli.plugins import PluginContext, PluginManager, PluginManifest
 
-    from lineup_plugin.runtime.hermes import register_command
+    from lineup_plugin.runtime.hermes.service import register_command
 
     def handler(raw_args: str) -> str:
         return raw_args
@@ -170,7 +170,9 @@ def test_the_lineup_command_is_stored_as_hermes_would_store_it() -> None:
         else:
             ctx.register_command("lineup", handler, description="where the App is")
         entries.append(manager._plugin_commands)
-    assert entries[0] == entries[1] == {
-        "lineup": {"handler": handler, "description": "where the App is", "plugin": "lineup", "args_hint": ""}
-    }
+    assert (
+        entries[0]
+        == entries[1]
+        == {"lineup": {"handler": handler, "description": "where the App is", "plugin": "lineup", "args_hint": ""}}
+    )
     assert resolve_command("lineup") is None  # not a built-in command, which Hermes would refuse

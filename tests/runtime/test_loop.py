@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lineup_plugin import load_registry
-from lineup_plugin.config import Settings
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import TransportError
 from lineup_plugin.protocol.messages import ToolCancel
 from lineup_plugin.runtime.loop import Runner

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lineup_plugin.errors import ConfigError
-from lineup_plugin.transports.auth import (
+from lineup_plugin.transports.direct.auth import (
     AuthThrottle,
     TokenBucket,
     load_or_create_token,

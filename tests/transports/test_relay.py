@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.config import WuKongIMSettings
+from lineup_plugin.config.settings import WuKongIMSettings
 from lineup_plugin.errors import RelayAuthError
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
-from lineup_plugin.transports.relay import Relay, wrap_envelope
-from lineup_plugin.transports.wkproto import ReasonCode
-from lineup_plugin.transports.wukongim import ClientOptions, Session, Timers
+from lineup_plugin.transports.wukongim.client import ClientOptions, Session, Timers
+from lineup_plugin.transports.wukongim.proto import ReasonCode
+from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
 from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
 
 FAST = Timers(connect_timeout=5, send_timeout=5, reconnect_min=0.01, reconnect_max=0.05)

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lineup_plugin.errors import RelayProtocolError
-from lineup_plugin.transports import wkproto
-from lineup_plugin.transports.wkproto import (
+from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.proto import (
     ConnackPacket,
     ConnectPacket,
     DisconnectPacket,

@@ -10,9 +10,16 @@ import anyio
 import pytest
 
 from lineup_plugin.errors import ConfigError, RelayAuthError, RelayError, RelayProtocolError, RelayTimeoutError
-from lineup_plugin.transports import wkproto
-from lineup_plugin.transports.wkproto import ConnackPacket, Flags, PacketType, ReasonCode, RecvPacket, SendackPacket
-from lineup_plugin.transports.wukongim import ClientOptions, Message, Session, Timers, WuKongIMClient
+from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Session, Timers, WuKongIMClient
+from lineup_plugin.transports.wukongim.proto import (
+    ConnackPacket,
+    Flags,
+    PacketType,
+    ReasonCode,
+    RecvPacket,
+    SendackPacket,
+)
 from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
 
 FAST = Timers(

@@ -41,11 +41,11 @@ import httpx
 from lineup_plugin.errors import ProtocolError, RelayAuthError, RelayError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, DeviceHello, Text
-from lineup_plugin.transports.wkproto import ChannelType, DeviceFlag, Flags
-from lineup_plugin.transports.wukongim import ClientOptions, Message, Timers, WuKongIMClient
+from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Timers, WuKongIMClient
+from lineup_plugin.transports.wukongim.proto import ChannelType, DeviceFlag, Flags
 
 if TYPE_CHECKING:
-    from lineup_plugin.config import WuKongIMSettings
+    from lineup_plugin.config.settings import WuKongIMSettings
     from lineup_plugin.hub import Hub
 
 log = logging.getLogger(__name__)

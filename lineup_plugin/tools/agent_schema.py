@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .protocol.tools import ToolDefinition
+    from ..protocol.tools import ToolDefinition
+
 
 def _input(spec: Mapping[str, Any]) -> dict[str, Any]:
     schema = spec.get("inputSchema")

@@ -33,8 +33,8 @@ from lineup_plugin.errors import (
     RelayProtocolError,
     RelayTimeoutError,
 )
-from lineup_plugin.transports import wkproto
-from lineup_plugin.transports.wkproto import (
+from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.proto import (
     ConnackPacket,
     ConnectPacket,
     DeviceFlag,

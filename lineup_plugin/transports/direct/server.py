@@ -46,11 +46,11 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ..config import Settings
-from ..errors import ProtocolError, TransportError, VersionError
-from ..hub import Hub
-from ..protocol import codec
-from ..protocol.messages import DeviceHello, Error
+from ...config.settings import Settings
+from ...errors import ProtocolError, TransportError, VersionError
+from ...hub import Hub
+from ...protocol import codec
+from ...protocol.messages import DeviceHello, Error
 from .auth import AuthThrottle, TokenBucket, load_or_create_token, origin_allowed, token_matches
 from .static import content_type, find_file, packaged_app
 

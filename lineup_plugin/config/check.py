@@ -1,11 +1,11 @@
 """LineUp's settings as given, and a check of them that needs no pydantic.
 
 :func:`given_settings` merges a config section with the ``LINEUP_*`` environment variables, as
-:func:`lineup_plugin.config.load_settings` reads them. :func:`surely_valid` says whether the
-:class:`~lineup_plugin.config.Settings` model will accept them, without loading pydantic (~60 ms,
+:func:`lineup_plugin.config.settings.load_settings` reads them. :func:`surely_valid` says whether the
+:class:`~lineup_plugin.config.settings.Settings` model will accept them, without loading pydantic (~60 ms,
 most of what the Hermes plugin would otherwise add to every Hermes start): it checks them against
-the model's JSON Schema (generated into :mod:`lineup_plugin.settings_schema`) with the fast check
-of :mod:`lineup_plugin.argcheck`. It errs only on the strict side: False means "ask the model",
+the model's JSON Schema (generated into :mod:`lineup_plugin.config.schema`) with the fast check
+of :mod:`lineup_plugin.tools.argcheck`. It errs only on the strict side: False means "ask the model",
 which then accepts or raises the ConfigError naming the setting.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .argcheck import compile_schema
-from .errors import ConfigError
-from .settings_schema import SCHEMA
+from ..errors import ConfigError
+from ..tools.argcheck import compile_schema
+from .schema import SCHEMA
 
 ENV_PREFIX = "LINEUP_"
 #: the numbers written as text that the model (in lax mode) reads as the same int or float

@@ -34,17 +34,17 @@ import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from ..plugins import builtin_function_schemas
-from ..settings_check import given_settings, surely_valid
-from .base import AgentRuntime, ToolBridge, ToolHandler
-from .lock import Owner, ServerLock
+from ...config.check import given_settings, surely_valid
+from ...errors import ConfigError
+from ...plugins import builtin_function_schemas
+from ..base import AgentRuntime, ToolBridge, ToolHandler
+from ..lock import Owner, ServerLock
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..protocol.messages import AgentState, ToolResult
-    from ..registry import Registry
-    from .loop import Runner
+    from ...config.settings import Settings
+    from ...protocol.messages import AgentState, ToolResult
+    from ...tools.registry import Registry
+    from ..loop import Runner
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ class HermesService:
                     self._refused_logged = True
                 return False
             try:
-                from .loop import Runner  # the server's code is loaded by the process that serves
+                from ..loop import Runner  # the server's code is loaded by the process that serves
 
                 runner = Runner(
                     self.settings,
@@ -355,7 +355,7 @@ class HermesService:
             return
         log.info("lineup: App at %s (token in %s or plugins.entries.lineup.token)", server.url, self.settings.data_dir)
         if sys.stderr.isatty():  # a person is watching this terminal; the link (with the token) never goes to logs
-            from ..qr import terminal_qr
+            from ...qr import terminal_qr
 
             print(f"{EMOJI} LineUp App: open {server.connect_link} on your phone", file=sys.stderr)
             print(terminal_qr(server.connect_link), file=sys.stderr)
@@ -386,8 +386,8 @@ class HermesService:
 
     def not_serving_result(self, name: str) -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server."""
-        from ..hub import failure
-        from ..protocol import codec
+        from ...hub import failure
+        from ...protocol import codec
 
         owner = self.owner or self.lock.owner()
         where = f"another Hermes process ({owner})" if owner else "another Hermes process"
@@ -676,14 +676,14 @@ def _settings_and_tools(
     given = given_settings(plugin_section(), environ)
     settings = functools.partial(_validated, given) if surely_valid(given) else _validated(given)
     tools = builtin_function_schemas()
-    from ..plugins import load_registry
+    from ...plugins import load_registry
 
     registry: Registry | Callable[[], Registry] = load_registry if tools is not None else load_registry()
     return settings, registry, tools
 
 
 def _validated(given: dict[str, Any]) -> Settings:
-    from ..config import validated_settings
+    from ...config.settings import validated_settings
 
     return validated_settings(given)
 
@@ -723,7 +723,7 @@ def register_platform(ctx: Any, svc: HermesService) -> None:
     """
 
     def make_adapter(config: Any) -> Any:
-        from .hermes_platform import LineUpAdapter
+        from .platform import LineUpAdapter
 
         return LineUpAdapter(config, svc)
 

@@ -2,7 +2,7 @@
 
 It validates a call's arguments against the action's ``inputSchema`` before anything is sent,
 and flattens each tool to the function schema a model calls by name (``app`` and ``toolset``
-tools take an ``action`` argument; see :func:`~lineup_plugin.agent_schema.function_schema`).
+tools take an ``action`` argument; see :func:`~lineup_plugin.tools.agent_schema.function_schema`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..errors import ArgumentsError, DuplicateToolError, ProtocolError, ToolError
+from ..protocol.base import validate
+from ..protocol.tools import ActionDefinition, Risk, ToolDefinition
 from .agent_schema import function_schema
 from .argcheck import Predicate, compile_schema
-from .errors import ArgumentsError, DuplicateToolError, ProtocolError, ToolError
-from .protocol.base import validate
-from .protocol.tools import ActionDefinition, Risk, ToolDefinition
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -64,7 +64,7 @@ class ActionCheck:
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
     # imported on first use: jsonschema takes ~60 ms to import, and the simple schemas most tools
-    # have never need it (see lineup_plugin.argcheck)
+    # have never need it (see lineup_plugin.tools.argcheck)
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator(schema)

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from gateway.config import Platform
 from gateway.platforms.base import BasePlatformAdapter, MessageEvent, MessageType, SendResult
 
-from ..protocol import codec
-from .hermes import APP_CHAT, APP_USER, PLATFORM, approval_timeout, clarify_answer, clarify_card, clarify_timeout
+from ...protocol import codec
+from .service import APP_CHAT, APP_USER, PLATFORM, approval_timeout, clarify_answer, clarify_card, clarify_timeout
 
 if TYPE_CHECKING:
-    from .hermes import HermesService
+    from .service import HermesService
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The Hermes Agent runtime adapter."""
