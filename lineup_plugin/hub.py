@@ -23,10 +23,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .config.settings import Settings
 
 from .errors import ArgumentsError, CallStateError, ProtocolError, VersionError
-from .ports import Peer
 from .protocol import codec
 from .protocol.calls import Call, CallState, format_timestamp
 from .protocol.messages import (
@@ -51,6 +53,14 @@ from .store import MemoryStore, Store
 from .tools.registry import RegisteredTool, Registry, split_arguments
 
 log = logging.getLogger(__name__)
+
+
+class Peer(Protocol):
+    device_id: str
+
+    async def send(self, text: str) -> None: ...
+
+    async def close(self, reason: str) -> None: ...
 
 ANSWERED_ELSEWHERE = "answered on another device"
 DEFAULT_DEADLINE = 600.0
@@ -123,6 +133,23 @@ class Hub:
         self._recovered = False
         #: the calls a previous process left pending, closed when this hub was made
         self.recovered: list[Call] = self.recover()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, registry: Registry | None = None, **options: Any) -> Hub:
+        """The hub ``settings`` describe: their store, agent id and deadlines, with ``registry``
+        (default: every installed plugin's tools) and ``options`` (``on_text``, ``on_stop``,
+        ``on_tools_changed``, ``conversation_id``...). Call it on the thread of the hub's event loop."""
+        from .plugins import load_registry
+        from .store import open_store
+
+        return cls(
+            registry if registry is not None else load_registry(),
+            store=open_store(settings),
+            agent_id=settings.agent_id,
+            deadline=settings.deadline,
+            deadlines=settings.deadlines,
+            **options,
+        )
 
     # ----------------------------------------------------------------------------- devices
 

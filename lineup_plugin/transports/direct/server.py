@@ -306,6 +306,10 @@ class DirectServer:
         """The App's address with the token in the URL fragment (which browsers never send)."""
         return f"{self.url}#token={quote(self.token, safe='')}"
 
+    def describe(self) -> str:
+        """Direct mode: where the App is served (the token stays out of it)."""
+        return f"direct mode: the App at {self.url}"
+
     @property
     def connections(self) -> int:
         """How many WebSocket connections are open (authenticated or not)."""

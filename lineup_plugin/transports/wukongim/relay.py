@@ -181,6 +181,11 @@ class _Seen:
         return fresh
 
 
+def _log_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("lineup: the WuKongIM relay stopped: %s", task.exception())
+
+
 class Relay:
     """Bridges the hub and the App user over WuKongIM. ``await run()``; ``await close()`` to stop."""
 
@@ -209,6 +214,7 @@ class Relay:
         # message of the App's stored just before one of ours may not have reached us yet.
         self._last_seq: int | None = None
         self._seen = _Seen()
+        self._task: asyncio.Task[None] | None = None
         self.client = WuKongIMClient(self.options, self._address, self._on_message, on_state=self._on_state)
 
     async def run(self) -> None:
@@ -222,6 +228,27 @@ class Relay:
     async def close(self) -> None:
         """Disconnect; :meth:`run` returns."""
         await self.client.close()
+
+    async def __aenter__(self) -> Relay:
+        """Start :meth:`run` in a task of its own; leaving the block closes the relay and waits for it."""
+        self._task = asyncio.create_task(self.run(), name="lineup-relay")
+        self._task.add_done_callback(_log_end)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+        if self._task is not None:
+            await asyncio.wait([self._task])
+
+    def describe(self) -> str:
+        """Relay mode: the WuKongIM server, the agent's uid and the App user's."""
+        s = self.settings
+        return f"relay mode: WuKongIM {s.api_url} as uid {s.uid!r}, for App user {s.app_uid!r}"
+
+    @property
+    def connect_link(self) -> str | None:
+        """None: a relay App is configured with its WuKongIM account, not opened from a link."""
+        return None
 
     async def send_envelope(self, uid: str, text: str) -> None:
         """Send one encoded envelope to ``uid`` as LineUp custom content."""
