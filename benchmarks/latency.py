@@ -78,7 +78,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     runner = Runner(
         runner_settings,
         rigs.new_hub().registry,
-        transport=lambda hub: DirectServer(hub, runner_settings, limits=rigs.LIMITS),
+        transport=lambda hub: DirectServer.from_settings(hub, runner_settings, limits=rigs.LIMITS),
     )
     await asyncio.to_thread(runner.start)
     stack.push_async_callback(asyncio.to_thread, runner.stop)

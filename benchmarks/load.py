@@ -84,16 +84,16 @@ class AgentCall:
 
 def lose_first_answer(hub: Hub) -> None:
     """A planted bug (``--fault lose-answer``): the hub silently drops the first answer it gets."""
-    receive = hub._on_result
+    receive = hub.session._on_result
     lost: list[str] = []
 
-    async def on_result(peer: Any, result: ToolResult, ref: str) -> None:
+    def on_result(link: Any, device_id: str, result: ToolResult, ref: str) -> None:
         if not lost:
             lost.append(result.call_id)
             return
-        await receive(peer, result, ref)
+        receive(link, device_id, result, ref)
 
-    hub._on_result = on_result  # type: ignore[method-assign]
+    hub.session._on_result = on_result  # type: ignore[method-assign]
 
 
 async def run_agent(args: argparse.Namespace) -> int:
@@ -114,7 +114,7 @@ async def run_agent(args: argparse.Namespace) -> int:
         hub = Hub(load_registry(load_entrypoints=False), store=open_store(settings), conversation_id=f"conv-{index}")
         if args.fault == "lose-answer" and index == 0:
             lose_first_answer(hub)
-        server = DirectServer(hub, settings, limits=LIMITS)
+        server = DirectServer.from_settings(hub, settings, limits=LIMITS)
         await server.start()
         agents.append((hub, server))
     print(json.dumps({"ports": [server.port for _, server in agents]}), flush=True)

@@ -164,7 +164,7 @@ async def start_child(stack: AsyncExitStack, *args: str) -> dict[str, Any]:
 async def direct_server(stack: AsyncExitStack, data_dir: Path, store: Store | None = None) -> DirectServer:
     """A started DirectServer (benchmark limits) with its own hub; closed by ``stack``."""
     hub = new_hub(store)
-    server = DirectServer(hub, settings(data_dir), limits=LIMITS)
+    server = DirectServer.from_settings(hub, settings(data_dir), limits=LIMITS)
     await stack.enter_async_context(server)
     stack.callback(hub.store.close)
     return server
@@ -279,13 +279,19 @@ class BareServer:
 class AnsweringApp(MemoryApp):
     """An in-process App that answers every call at once (the memory transport)."""
 
-    async def send(self, text: str) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._answering: set[asyncio.Task[str]] = set()
+
+    def send(self, text: str) -> None:
         """Hub → App: answer a ``tool.call`` in a new task, as soon as the hub yields."""
         message = codec.decode(text)
         payload = message.payload
         if isinstance(payload, ToolCall):
             answer = ToolResult(call_id=payload.call_id, name=payload.name, status="completed", result=dict(ANSWER))
-            asyncio.get_running_loop().create_task(self.send_payload(answer))
+            task = asyncio.get_running_loop().create_task(self.send_payload(answer))
+            self._answering.add(task)  # kept until done: asyncio holds tasks only weakly
+            task.add_done_callback(self._answering.discard)
 
 
 # ------------------------------------------------------------------------------ relay

@@ -45,7 +45,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         settings = Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
         hub = Hub(load_registry(load_entrypoints=False), agent_id="hermes")
-        async with DirectServer(hub, settings) as server, async_playwright() as playwright:
+        async with DirectServer.from_settings(hub, settings) as server, async_playwright() as playwright:
             browser = await launch(playwright)
             context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
             page = await context.new_page()

@@ -70,7 +70,7 @@ class Demo:
             on_text=self._on_text,
             on_stop=self._on_stop,
         )
-        self.server = DirectServer(self.hub, settings, app_dir=app_dir)
+        self.server = DirectServer.from_settings(self.hub, settings, app_dir=app_dir)
         #: how many times the script ran to its end
         self.finished = 0
         self._again = asyncio.Event()

@@ -7,8 +7,8 @@ tokens. :func:`open_store` builds the one the settings ask for.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
 from .protocol.messages import ToolCall, ToolResult
+from .protocol.session import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -38,10 +39,15 @@ AUDIT_LIMIT = 200_000
 
 
 class Store(Protocol):
-    """What the hub needs from a store."""
+    """What the hub needs from a store: the session core's reads, and one way to write.
 
-    def save_call(self, call: Call) -> None:
-        """Insert or update ``call`` (its state, result and deadline)."""
+    The session core (:mod:`lineup_plugin.protocol.session`) never writes: it produces changes,
+    and the hub hands each batch of them to :meth:`apply`, which returns once they are
+    committed — before anything they allow is sent.
+    """
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        """Write ``changes`` as one transaction and commit it; raises StoreError when that fails."""
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id``, live or ended, if the store still knows it."""
@@ -49,18 +55,44 @@ class Store(Protocol):
     def pending_calls(self) -> list[Call]:
         """Every call that has not reached a terminal status, oldest first."""
 
-    def first_seen(self, envelope_id: str) -> bool:
-        """Record ``envelope_id``; True the first time, False for a repeat."""
+    def was_seen(self, envelope_id: str) -> bool:
+        """Whether this envelope id was recorded (also by an earlier process, for the durable store)."""
 
-    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
-        """Append one audit record (call, delivery, answer, cancel, expiry, refusal...)."""
+    @property
+    def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
+        """The kept audit records, oldest first, as ``(event, call_id, device_id, detail)``."""
 
     def close(self) -> None:
         """Release the store's resources."""
 
 
-class MemoryStore:
-    """A store that lives as long as the process; ended calls and seen ids are bounded."""
+class _OneChange:
+    """Writing one change at a time, for tools and tests (the hub writes whole batches)."""
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        raise NotImplementedError
+
+    def was_seen(self, envelope_id: str) -> bool:
+        raise NotImplementedError
+
+    def save_call(self, call: Call) -> None:
+        """Insert or update ``call`` and commit; a call that already ended is never changed."""
+        self.apply([SaveCall(call)])
+
+    def first_seen(self, envelope_id: str) -> bool:
+        """Record ``envelope_id`` and commit; True the first time, False for a repeat."""
+        if self.was_seen(envelope_id):
+            return False
+        self.apply([SeenEnvelope(envelope_id)])
+        return True
+
+    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
+        """Append one audit record and commit."""
+        self.apply([Audit(event, call_id, device_id, detail)])
+
+
+class MemoryStore(_OneChange):
+    """A store that lives as long as the process; ended calls, seen ids and audit records are bounded."""
 
     def __init__(self, *, seen_limit: int = SEEN_LIMIT, ended_limit: int = ENDED_LIMIT) -> None:
         self._calls: dict[str, Call] = {}
@@ -68,43 +100,57 @@ class MemoryStore:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_limit = seen_limit
         self._ended_limit = ended_limit
-        self.audit_log: list[tuple[str, str | None, str | None, str]] = []
+        self._audit: list[tuple[str, str | None, str | None, str]] = []
 
-    def save_call(self, call: Call) -> None:
-        """Keep ``call``; an ended call moves to the bounded list of ended calls."""
+    def apply(self, changes: Iterable[Change]) -> None:
+        """Keep the changes (an ended call moves to the bounded list of ended calls)."""
+        calls, seen, audits = changes_by_kind(changes)
+        for call in calls.values():
+            self._keep(call)
+        for envelope_id in seen:
+            self._seen[envelope_id] = None
+            if len(self._seen) > self._seen_limit:
+                self._seen.popitem(last=False)
+        self._audit.extend((a.event, a.call_id, a.device_id, a.detail) for a in audits)
+        if len(self._audit) > 10_000:
+            del self._audit[:1000]
+
+    def _keep(self, call: Call) -> None:
+        if call.call_id in self._ended:
+            return  # the first end wins
         if call.done:
             self._calls.pop(call.call_id, None)
-            self._ended[call.call_id] = call
+            self._ended[call.call_id] = _snapshot(call)
             while len(self._ended) > self._ended_limit:
                 self._ended.popitem(last=False)
         else:
-            self._calls[call.call_id] = call
+            self._calls[call.call_id] = _snapshot(call)
 
     def get_call(self, call_id: str) -> Call | None:
-        """The call with ``call_id`` if known."""
-        return self._calls.get(call_id) or self._ended.get(call_id)
+        """The call with ``call_id`` if known (a copy: the store's record changes only through apply)."""
+        call = self._calls.get(call_id) or self._ended.get(call_id)
+        return _snapshot(call) if call is not None else None
 
     def pending_calls(self) -> list[Call]:
         """Live calls, oldest first."""
-        return sorted(self._calls.values(), key=lambda c: c.created_at)
+        return [_snapshot(c) for c in sorted(self._calls.values(), key=lambda c: c.created_at)]
 
-    def first_seen(self, envelope_id: str) -> bool:
-        """Record ``envelope_id``; True the first time."""
-        if envelope_id in self._seen:
-            return False
-        self._seen[envelope_id] = None
-        if len(self._seen) > self._seen_limit:
-            self._seen.popitem(last=False)
-        return True
+    def was_seen(self, envelope_id: str) -> bool:
+        """Whether ``envelope_id`` was recorded."""
+        return envelope_id in self._seen
 
-    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
-        """Append to the in-memory audit log (bounded to the most recent 10,000 records)."""
-        self.audit_log.append((event, call_id, device_id, detail))
-        if len(self.audit_log) > 10_000:
-            del self.audit_log[:1000]
+    @property
+    def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
+        """The most recent audit records (at most 10,000), oldest first."""
+        return list(self._audit)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _snapshot(call: Call) -> Call:
+    """A copy of ``call`` as it stands (a store keeps what was written, not a live object)."""
+    return dataclasses.replace(call, history=list(call.history))
 
 
 # ------------------------------------------------------------------------------------ SQLite
@@ -168,13 +214,12 @@ def _over(count: int, limit: int) -> bool:
     return count > limit + min(PRUNE_SLACK, max(1, limit // 10))
 
 
-class SQLiteStore:
+class SQLiteStore(_OneChange):
     """The durable store: one SQLite file (WAL) holding calls, seen envelope ids and the audit log.
 
-    - **Atomic, one transaction per step**: inside an event loop, the writes of one loop step (a
-      call and its delivery; an answer, its dedupe record and its audit record) are committed
-      together at the end of that step, before any task they wake runs; outside a loop every
-      write commits at once. A SIGKILL leaves the file at the last commit. :meth:`commit` forces one.
+    - **Atomic, one transaction per batch**: :meth:`apply` writes a batch of the session core's
+      changes (a call and its delivery; an answer, its dedupe record and its audit record) and
+      commits before it returns. A SIGKILL leaves the file at the last commit.
     - **Durable** per ``synchronous``: ``"full"`` syncs every commit to disk (survives power loss),
       ``"normal"`` (default) survives a crash of the process, ``"off"`` leaves syncing to the OS.
     - **One owner**: the file is opened in exclusive locking mode, so a second agent on the same
@@ -207,10 +252,7 @@ class SQLiteStore:
         self._secrets = [s for s in secrets if s]
         self._thread = threading.get_ident()
         self._counts = {"seen": 0, "audit": 0, "ended": 0}
-        self._failed: StoreError | None = None
         self._closed = False
-        #: calls saved in the open transaction, written when it commits (a call saved twice in a step is written once)
-        self._dirty: dict[str, Call] = {}
         #: ids of the live calls whose row this store wrote (a later save updates only what changed)
         self._written: set[str] = set()
         self._db = self._open(synchronous, busy_timeout)
@@ -278,10 +320,12 @@ class SQLiteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     def _error(self, what: str, exc: sqlite3.Error) -> StoreError:
         """The StoreError for ``exc``, raised while doing ``what``."""
@@ -289,87 +333,61 @@ class SQLiteStore:
             return StoreError(f"the store was used from another thread while {what}; use it on one thread")
         return StoreError(f"store failure while {what}: {exc}")
 
-    def _write(self, what: str, sql: str, params: Any = ()) -> int:
-        """Run one write in the current step's transaction (see the class docstring); its row count."""
-        if self._failed is not None:
-            raise self._failed
-        db = self._db
-        deferred = True
+    def apply(self, changes: Iterable[Change]) -> None:
+        """Write ``changes`` in one transaction and commit it (synced per ``synchronous``).
+
+        A call saved several times in the batch is written once, as it stands last; a call that
+        already ended in the store is never changed (the first end wins). On failure nothing of
+        the batch is kept and StoreError is raised.
+        """
+        if self._closed:
+            raise StoreError(f"the store {self.path} is closed")
+        if threading.get_ident() != self._thread:
+            raise StoreError("the store was used from another thread while writing; use it on one thread")
+        calls, seen, audits = changes_by_kind(changes)
+        if not (calls or seen or audits):
+            return
+        counts = dict(self._counts)
+        written = set(self._written)
         try:
-            if not db.in_transaction:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    asyncio.get_running_loop().call_soon(self.commit)
-                except RuntimeError:  # no event loop: commit this write at once
-                    deferred = False
-            return db.execute(sql, params).rowcount
+            with self._transaction(self._db):
+                for call in calls.values():
+                    self._save_row(call)
+                if seen:
+                    self._insert_seen(seen)
+                if audits:
+                    self._insert_audit(audits)
         except sqlite3.Error as exc:
-            raise self._error(what, exc) from exc
-        finally:
-            if not deferred:
-                self.commit()
+            self._counts, self._written = counts, written
+            log.error("lineup store %s: could not save writes: %s", self.path, exc)
+            raise self._error("writing", exc) from exc
+
+    def _insert_seen(self, seen: list[str]) -> None:
+        now = time.time()
+        sql = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
+        cursor = self._db.executemany(sql, [(envelope_id, now) for envelope_id in seen])
+        self._counts["seen"] += cursor.rowcount
+        self._prune_if_over("seen", self.seen_limit)
+
+    def _insert_audit(self, audits: list[Audit]) -> None:
+        now = time.time()
+        rows = [(now, a.event, a.call_id, a.device_id, self._redact(a.detail)) for a in audits]
+        self._db.executemany("INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)", rows)
+        self._counts["audit"] += len(rows)
+        self._prune_if_over("audit", self.audit_limit)
+
+    def _redact(self, detail: str) -> str:
+        for secret in self._secrets:
+            detail = detail.replace(secret, "[redacted]")
+        return detail
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:
-            if self._dirty:  # calls saved earlier in this step
-                self._flush()
             return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._error(what, exc) from exc
 
-    def commit(self) -> None:
-        """Commit the writes made so far (the store does this by itself at the end of each loop step).
-
-        A commit that fails (e.g. a full disk) is rolled back, logged, and raised by the next write.
-        """
-        if self._closed or not self._db.in_transaction:
-            return
-        try:
-            if self._dirty:
-                self._flush()
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.error("lineup store %s: could not save the last writes: %s", self.path, exc)
-            self._dirty.clear()
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
-            self._failed = StoreError(f"the store {self.path} could not save writes: {exc}")
-
     # ------------------------------------------------------------------------------- calls
-
-    def save_call(self, call: Call) -> None:
-        """Insert or update ``call``; a call that already ended is never changed (the first end wins).
-
-        Inside an event loop the row is written when the step's transaction commits, as the call is
-        then (a call created and delivered in one step is written once); outside a loop at once.
-        """
-        if self._failed is not None:
-            raise self._failed
-        if threading.get_ident() != self._thread:
-            raise StoreError("the store was used from another thread while saving a call; use it on one thread")
-        db = self._db
-        if not db.in_transaction:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error("saving a call", exc) from exc
-            try:
-                asyncio.get_running_loop().call_soon(self.commit)
-            except RuntimeError:  # no event loop: write and commit at once
-                try:
-                    self._save_row(call)
-                except sqlite3.Error as exc:
-                    raise self._error("saving a call", exc) from exc
-                finally:
-                    self.commit()
-                return
-        self._dirty[call.call_id] = call
-
-    def _flush(self) -> None:
-        """Write the calls saved in the open transaction."""
-        dirty, self._dirty = self._dirty, {}
-        for call in dirty.values():
-            self._save_row(call)
 
     def _save_row(self, call: Call) -> None:
         call_id = call.call_id
@@ -435,28 +453,14 @@ class SQLiteStore:
 
     # -------------------------------------------------------------------------- dedupe, audit
 
-    def first_seen(self, envelope_id: str) -> bool:
-        """Record ``envelope_id``; True the first time, False for a repeat (also after a restart)."""
-        sql = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
-        if not self._write("recording an envelope id", sql, (envelope_id, time.time())):
-            return False
-        self._counts["seen"] += 1
-        self._prune_if_over("seen", self.seen_limit)
-        return True
-
-    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
-        """Append one audit record (secrets in ``detail`` are redacted)."""
-        for secret in self._secrets:
-            detail = detail.replace(secret, "[redacted]")
-        sql = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
-        self._write("writing the audit log", sql, (time.time(), event, call_id, device_id, detail))
-        self._counts["audit"] += 1
-        self._prune_if_over("audit", self.audit_limit)
+    def was_seen(self, envelope_id: str) -> bool:
+        """Whether ``envelope_id`` was recorded (also by an earlier process)."""
+        return bool(self._read("reading seen ids", "SELECT 1 FROM seen WHERE envelope_id = ?", (envelope_id,)))
 
     def _prune_if_over(self, table: str, keep: int) -> None:
         if _over(self._counts[table], keep):
             sql = f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?"
-            self._counts[table] -= self._write(f"pruning {table}", sql, (keep,))
+            self._counts[table] -= self._db.execute(sql, (keep,)).rowcount
 
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
@@ -464,9 +468,10 @@ class SQLiteStore:
         return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
 
     def close(self) -> None:
-        """Commit what is pending and close the file (idempotent)."""
+        """Close the file (idempotent); every applied batch is committed already."""
+        if self._closed:
+            return
         try:
-            self.commit()
             self._db.close()
         except sqlite3.Error as exc:
             raise self._error("closing", exc) from exc

@@ -115,9 +115,9 @@ async def bad_frames(server: DirectServer) -> None:
 
 async def oversized(server: DirectServer) -> None:
     app = await WsApp.connect(server, "oversized")
-    await app.ws.send("x" * (server.settings.max_frame_bytes + 1))
+    await app.ws.send("x" * (server.options.max_frame_bytes + 1))
     code, reason, _ = await app.closed()
-    assert code == 1009 and f"exceeds limit of {server.settings.max_frame_bytes} bytes" in reason
+    assert code == 1009 and f"exceeds limit of {server.options.max_frame_bytes} bytes" in reason
 
 
 async def flood(server: DirectServer) -> None:
@@ -135,9 +135,9 @@ async def flood(server: DirectServer) -> None:
 
 async def slow_reader(server: DirectServer) -> None:
     slow = await WsApp.connect(server, "slow-reader", max_queue=1, compression=None)
-    peer = next(p for p in server.hub.peers if p.device_id == "slow-reader")
+    link = next(p.link for p in server.hub.peers if p.device_id == "slow-reader")
     for _ in range(1000):  # big agent messages until the kernel buffers towards it are full
-        if peer.close_reason is not None:  # type: ignore[attr-defined]
+        if link.close_reason is not None:  # type: ignore[attr-defined]
             break
         await server.hub.send_text(secrets.token_urlsafe(48_000))
         await asyncio.sleep(0)
@@ -201,7 +201,7 @@ async def test_bad_input_of_every_kind_leaves_the_good_apps_served_and_loses_not
 
     async with (
         asyncio.timeout(120),
-        DirectServer(hub, settings, limits=limits, throttle=AuthThrottle(base=0.001, cap=0.01)) as server,
+        DirectServer.from_settings(hub, settings, limits=limits, throttle=AuthThrottle(base=0.001, cap=0.01)) as server,
     ):
         answerer = Answerer(await WsApp.connect(server, "good-phone", compression=None))
         watcher = Watcher(await WsApp.connect(server, "good-laptop", compression=None))

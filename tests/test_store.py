@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import stat
 import threading
@@ -17,6 +16,7 @@ from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import StoreBusyError, StoreError
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
 from lineup_plugin.protocol.messages import ToolCall, ToolResult
+from lineup_plugin.protocol.session import Audit, SaveCall, SeenEnvelope
 from lineup_plugin.store import SCHEMA_VERSION, MemoryStore, SQLiteStore, Store, open_store
 
 
@@ -251,18 +251,18 @@ def test_close_is_idempotent(db_path: Path) -> None:
 # ------------------------------------------------------------------------------ transactions
 
 
-async def test_writes_of_one_event_loop_step_commit_together_at_its_end(db_path: Path) -> None:
+def test_a_batch_of_changes_commits_as_one_transaction_before_apply_returns(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
-        store.save_call(make_call())
-        store.first_seen("msg_1")
-        store.audit("call.created", call_id="c1")
-        assert store._db.in_transaction  # one open transaction for the whole step
-        await asyncio.sleep(0)
-        assert not store._db.in_transaction  # committed before anything woken by the step runs
-        assert store.get_call("c1") is not None and not store.first_seen("msg_1")
+        call = make_call()
+        call.advance(CallState.DELIVERED)
+        store.apply([SaveCall(call), SeenEnvelope("msg_1"), Audit("call.created", call_id="c1"), SaveCall(call)])
+        assert not store._db.in_transaction  # committed when apply returns
+        assert store.get_call("c1").state == CallState.DELIVERED  # type: ignore[union-attr]
+        assert store.was_seen("msg_1") and not store.first_seen("msg_1")
+        assert store.audit_log == [("call.created", "c1", None, "")]
 
 
-def test_without_an_event_loop_every_write_commits_at_once(db_path: Path) -> None:
+def test_every_single_write_commits_at_once(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
         store.audit("text.in")
         assert not store._db.in_transaction
@@ -283,17 +283,16 @@ class FailingCommits:
         return self.db.execute(sql, *params)
 
 
-async def test_a_failed_commit_is_rolled_back_and_raised_by_the_next_write(
-    db_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_failed_commit_keeps_nothing_of_the_batch_and_raises(db_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = SQLiteStore(db_path)
     real = store._db
     store._db = FailingCommits(real)  # type: ignore[assignment]
-    store.audit("call.created", call_id="c1")
-    await asyncio.sleep(0)
-    assert "could not save the last writes: database or disk is full" in caplog.text
-    assert not real.in_transaction and store.audit_log == []
-    with pytest.raises(StoreError, match="could not save writes: database or disk is full"):
-        store.first_seen("msg_1")
+    with pytest.raises(StoreError, match="database or disk is full"):
+        store.apply([SaveCall(make_call()), Audit("call.created", call_id="c1")])
+    assert "could not save writes: database or disk is full" in caplog.text
+    assert not real.in_transaction
     store._db = real
+    assert store.audit_log == [] and store.get_call("c1") is None
+    store.first_seen("msg_1")  # the store goes on with the next batch
+    assert store.was_seen("msg_1")
     store.close()

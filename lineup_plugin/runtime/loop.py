@@ -79,7 +79,7 @@ def default_transport(settings: Settings, *, app_dir: Traversable | None = None)
     def direct(hub: Hub) -> DirectServer:
         from ..transports.direct.server import DirectServer
 
-        return DirectServer(hub, settings, app_dir=app_dir)
+        return DirectServer.from_settings(hub, settings, app_dir=app_dir)
 
     return direct
 

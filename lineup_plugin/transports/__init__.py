@@ -24,4 +24,4 @@ def transport_for(settings: Settings, hub: Hub, *, app_dir: Traversable | None =
         return Relay(settings.wukongim, hub)
     from .direct.server import DirectServer
 
-    return DirectServer(hub, settings, app_dir=app_dir)
+    return DirectServer.from_settings(hub, settings, app_dir=app_dir)

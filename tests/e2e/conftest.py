@@ -8,6 +8,7 @@ port 0, and drives the agent side by calling ``hub.call(...)`` itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,8 @@ class Agent:
 
     async def restart_server(self) -> None:
         """Start a new server for the same hub on the same port (after ``server.close()``)."""
-        settings = self.server.settings.model_copy(update={"port": self.port})
-        self.server = DirectServer(self.hub, settings)
+        options = dataclasses.replace(self.server.options, port=self.port)
+        self.server = DirectServer(self.hub, options)
         await self.server.start()
 
 
@@ -89,7 +90,7 @@ async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
     """A hub with the built-in tools behind a started DirectServer on 127.0.0.1, port 0."""
     settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
     hub = Hub(load_registry(load_entrypoints=False))
-    server = DirectServer(hub, settings)
+    server = DirectServer.from_settings(hub, settings)
     await server.start()
     agent = Agent(hub, server, server.port)
     try:

@@ -229,7 +229,7 @@ async def test_dropped_connection_reconnects_and_keeps_the_open_card(agent: Agen
     call = agent.call("choice", DEPLOY)
     call_id = await wait_for_card(page, "choice")
     for peer in agent.hub.peers:
-        await peer.close("test drops the connection")
+        peer.link.close(1000, "test drops the connection")
     await page.wait_for_function("linkStates.includes('Reconnecting…')")
     await expect(page.locator("#link")).to_have_text("Connected")
     await expect(card(page, call_id)).to_have_count(1)

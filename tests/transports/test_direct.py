@@ -50,7 +50,7 @@ def app_dir(tmp_path: Path) -> Path:
 async def running(tmp_path: Path, **options: Any) -> AsyncIterator[DirectServer]:
     settings_changes = options.pop("settings", {})
     hub = options.pop("hub", None) or Hub(load_registry(load_entrypoints=False))
-    server = DirectServer(hub, make_settings(tmp_path, **settings_changes), **options)
+    server = DirectServer.from_settings(hub, make_settings(tmp_path, **settings_changes), **options)
     async with server:
         yield server
 
@@ -347,13 +347,13 @@ async def test_slow_reader_overflows_its_queue_and_alone_is_closed(tmp_path: Pat
         hub = server.hub
         slow = await WsApp.connect(server, "slow", max_queue=1, compression=None)
         good = await WsApp.connect(server, "good", compression=None)
-        slow_peer = next(p for p in hub.peers if p.device_id == "slow")
+        slow_link = next(p.link for p in hub.peers if p.device_id == "slow")
         for _ in range(1000):  # until the kernel buffers towards the slow App are full
-            if slow_peer.close_reason is not None:  # type: ignore[attr-defined]
+            if slow_link.close_reason is not None:  # type: ignore[attr-defined]
                 break
             await hub.send_text(secrets.token_urlsafe(74_000))
             await good.next("text")
-        assert slow_peer.close_reason == QUEUE_FULL  # type: ignore[attr-defined]
+        assert slow_link.close_reason == QUEUE_FULL  # type: ignore[attr-defined]
         code, reason, _ = await slow.closed()
         assert (code, reason) == (1008, QUEUE_FULL)
         await hub.send_text("still here")

@@ -38,7 +38,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -46,13 +48,14 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ...config.settings import Settings
-from ...errors import ProtocolError, TransportError, VersionError
+from ...errors import TransportError
 from ...hub import Hub
-from ...protocol import codec
 from ...protocol.messages import DeviceHello, Error
 from .auth import AuthThrottle, TokenBucket, load_or_create_token, origin_allowed, token_matches
 from .static import content_type, find_file, packaged_app
+
+if TYPE_CHECKING:
+    from ...config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -113,42 +116,45 @@ class _Close:
     reason: str
 
 
-class DirectPeer:
-    """One authenticated App connection, as the hub sees it.
+class DirectLink:
+    """One App WebSocket connection, as a :class:`~lineup_plugin.ports.Link`.
 
-    :meth:`send` does not wait on the App: messages go onto a queue of at most ``max_queue`` that
-    a writer task drains. When it is still full after the writer had a turn, the App is not
-    reading: this connection alone is closed (1008) and :meth:`send` raises TransportError.
+    :meth:`send` does not wait on the App: messages go onto a queue that a writer task drains.
+    A burst (a welcome with many live calls) may pass ``max_queue`` for a moment; if the queue
+    is still over ``max_queue`` once the writer had its turn, the App is not reading: this
+    connection alone is closed (1008) and later sends raise TransportError.
     """
 
-    def __init__(self, connection: ServerConnection, device_id: str, *, max_queue: int, close_timeout: float) -> None:
-        self.device_id = device_id
+    def __init__(self, connection: ServerConnection, name: str, *, max_queue: int, close_timeout: float) -> None:
+        self.name = name
         self.connection = connection
         #: why the connection is closing, once it is
         self.close_reason: str | None = None
+        self._max_queue = max_queue
         self._close_timeout = close_timeout
-        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue(max_queue)
-        self._writer = asyncio.create_task(self._write(), name=f"lineup-writer-{device_id}")
+        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+        self._check_due = False
+        self._writer = asyncio.create_task(self._write(), name=f"lineup-writer-{name}")
         self._closer: asyncio.Task[None] | None = None
 
-    async def send(self, text: str) -> None:
+    def send(self, text: str) -> None:
         """Queue one encoded envelope for the App."""
         if self.close_reason is not None:
-            raise TransportError(f"device {self.device_id}: connection closing ({self.close_reason})")
-        if self._queue.full():
-            await asyncio.sleep(0)  # one turn for the writer: an App that reads takes everything at once
-        try:
-            self._queue.put_nowait(text)
-        except asyncio.QueueFull:
-            log.warning(
-                "closing device %s: %d messages wait unsent (it is not reading)", self.device_id, self._queue.maxsize
-            )
-            self.shut(POLICY_VIOLATION, QUEUE_FULL)
-            raise TransportError(f"device {self.device_id}: {QUEUE_FULL}") from None
+            raise TransportError(f"{self.name}: connection closing ({self.close_reason})")
+        self._queue.put_nowait(text)
+        if self._queue.qsize() > self._max_queue and not self._check_due:
+            self._check_due = True  # judged after the writer's turn (it was woken first)
+            asyncio.get_running_loop().call_soon(self._check_reading)
 
-    async def close(self, reason: str) -> None:
-        """Close normally with ``reason`` once the queued messages are written; returns at once."""
-        self.shut(1000, reason, flush=True)
+    def _check_reading(self) -> None:
+        self._check_due = False
+        if self._queue.qsize() > self._max_queue and self.close_reason is None:
+            log.warning("closing %s: %d messages wait unsent (it is not reading)", self.name, self._queue.qsize())
+            self.shut(POLICY_VIOLATION, QUEUE_FULL)
+
+    def close(self, code: int, reason: str) -> None:
+        """Close with ``code`` and ``reason`` once the messages queued before are written."""
+        self.shut(code, reason, flush=True)
 
     def shut(self, code: int, reason: str, *, flush: bool = False) -> None:
         """Start closing with ``code``/``reason``: after the queue (``flush``) or now; later sends fail."""
@@ -156,17 +162,15 @@ class DirectPeer:
             return
         self.close_reason = reason
         if flush:
-            try:
-                self._queue.put_nowait(_Close(code, reason))
-                return
-            except asyncio.QueueFull:
-                pass
+            self._queue.put_nowait(_Close(code, reason))
+            return
         self._writer.cancel()
         self._closer = asyncio.create_task(close_connection(self.connection, code, reason, self._close_timeout))
 
     async def finish(self) -> None:
-        """The connection ended: stop the writer and let a pending close complete."""
-        self._writer.cancel()
+        """The connection ended (or the hub refused it): let the writer drain and a pending close complete."""
+        if self.close_reason is None:
+            self._writer.cancel()
         pending = [task for task in (self._writer, self._closer) if task is not None]
         await asyncio.wait(pending)
 
@@ -193,25 +197,59 @@ def lan_address() -> str:
             return "127.0.0.1"
 
 
-class DirectServer:
-    """The direct transport: serves the App and its WebSocket on ``settings.host:settings.port``.
+@dataclass(frozen=True)
+class DirectOptions:
+    """What the direct server needs to know (the user's settings of direct mode).
 
-    Use as ``async with DirectServer(hub, settings) as server:`` or call :meth:`start` and
-    :meth:`close`. ``app_dir`` replaces the packaged App (tests); ``throttle`` and ``limits``
-    replace the defaults.
+    ``token`` is the configured token, or None for the one kept in ``<data_dir>/token``. The
+    fields mean what the settings of the same names mean (see the README's settings table).
+    """
+
+    host: str
+    port: int
+    data_dir: Path
+    token: str | None
+    allowed_origins: tuple[str, ...]
+    max_frame_bytes: int
+    max_connections: int
+    max_queue: int
+    heartbeat: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DirectOptions:
+        """The direct-mode part of ``settings``."""
+        return cls(
+            host=settings.host,
+            port=settings.port,
+            data_dir=settings.data_dir,
+            token=settings.token,
+            allowed_origins=tuple(settings.allowed_origins),
+            max_frame_bytes=settings.max_frame_bytes,
+            max_connections=settings.max_connections,
+            max_queue=settings.max_queue,
+            heartbeat=settings.heartbeat,
+        )
+
+
+class DirectServer:
+    """The direct transport: serves the App and its WebSocket on ``options.host:options.port``.
+
+    Use as ``async with DirectServer.from_settings(hub, settings) as server:`` or call
+    :meth:`start` and :meth:`close`. ``app_dir`` replaces the packaged App (tests); ``throttle``
+    and ``limits`` replace the defaults.
     """
 
     def __init__(
         self,
         hub: Hub,
-        settings: Settings,
+        options: DirectOptions,
         *,
         app_dir: Traversable | None = None,
         limits: Limits | None = None,
         throttle: AuthThrottle | None = None,
     ) -> None:
         self.hub = hub
-        self.settings = settings
+        self.options = options
         self.app_dir = app_dir if app_dir is not None else packaged_app()
         self.limits = limits or Limits()
         #: the wrong-token slow-down, per remote address
@@ -219,7 +257,11 @@ class DirectServer:
         self._token: str | None = None
         self._server: Server | None = None
         self._connections: set[ServerConnection] = set()
-        self._devices_changed = asyncio.Event()
+
+    @classmethod
+    def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
+        """The server ``settings`` describe (``kwargs``: ``app_dir``, ``limits``, ``throttle``)."""
+        return cls(hub, DirectOptions.from_settings(settings), **kwargs)
 
     # -------------------------------------------------------------------------- lifecycle
 
@@ -227,20 +269,20 @@ class DirectServer:
         """Load or create the token, then listen. Raises TransportError if the port cannot be bound."""
         if self._server is not None:
             return
-        self._token = load_or_create_token(self.settings.token, self.settings.data_dir)
+        self._token = load_or_create_token(self.options.token, self.options.data_dir)
         try:
             self._server = await serve(
                 self._handle,
-                self.settings.host,
-                self.settings.port,
+                self.options.host,
+                self.options.port,
                 process_request=self._process_request,
-                max_size=self.settings.max_frame_bytes,
-                ping_interval=self.settings.heartbeat,
-                ping_timeout=self.settings.heartbeat,
+                max_size=self.options.max_frame_bytes,
+                ping_interval=self.options.heartbeat,
+                ping_timeout=self.options.heartbeat,
                 close_timeout=self.limits.close_timeout,
             )
         except OSError as exc:
-            where = f"{self.settings.host}:{self.settings.port}"
+            where = f"{self.options.host}:{self.options.port}"
             raise TransportError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
         log.info("LineUp direct mode listening on %s", self.url)
 
@@ -286,7 +328,7 @@ class DirectServer:
     @property
     def host(self) -> str:
         """The host name to put in links: the LAN address when listening on every interface."""
-        host = self.settings.host
+        host = self.options.host
         if host in ("", "0.0.0.0", "::"):
             host = lan_address()
         return f"[{host}]" if ":" in host else host
@@ -317,9 +359,7 @@ class DirectServer:
 
     async def wait_for_device(self) -> None:
         """Return once at least one App device is attached to the hub."""
-        while not self.hub.connected:
-            self._devices_changed.clear()
-            await self._devices_changed.wait()
+        await self.hub.wait_for_device()
 
     # ------------------------------------------------------------------------------ HTTP
 
@@ -331,7 +371,7 @@ class DirectServer:
         origin = origins[0] if len(origins) == 1 else None
         if len(origins) > 1 or len(host) > 1:
             return connection.respond(HTTPStatus.BAD_REQUEST, "more than one Origin or Host header\n")
-        if not origin_allowed(origin, host[0] if host else None, self.settings.allowed_origins):
+        if not origin_allowed(origin, host[0] if host else None, self.options.allowed_origins):
             log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
             return connection.respond(
                 HTTPStatus.FORBIDDEN,
@@ -361,101 +401,84 @@ class DirectServer:
     # ------------------------------------------------------------------------- WebSocket
 
     async def _handle(self, connection: ServerConnection) -> None:
-        if len(self._connections) >= self.settings.max_connections:
+        if len(self._connections) >= self.options.max_connections:
             log.warning("refused a connection: %d connections are open", len(self._connections))
             await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
             return
         self._connections.add(connection)
+        address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+        link = DirectLink(
+            connection, f"direct:{address}", max_queue=self.options.max_queue, close_timeout=self.limits.close_timeout
+        )
         try:
-            hello = await self._authenticate(connection)
-            if hello is not None:
-                await self._session(connection, hello)
+            if await self._handshake(connection, link, address):
+                await self._session(connection, link)
         except ConnectionClosed:
             pass
         finally:
+            await self.hub.disconnect(link)
+            await link.finish()
             self._connections.discard(connection)
 
-    async def _refuse(self, connection: ServerConnection, code: str, message: str, close_code: int) -> None:
-        with suppress(ConnectionClosed):
-            await connection.send(self.hub.encode(Error(code=code, message=message)))
-        await close_connection(connection, close_code, message, self.limits.close_timeout)
+    async def _handshake(self, connection: ServerConnection, link: DirectLink, address: str) -> bool:
+        """Hand the first message to the hub's handshake; whether the device is attached.
 
-    async def _authenticate(self, connection: ServerConnection) -> DeviceHello | None:
-        """The device's hello if its token is right; otherwise the App is told why and closed."""
+        The hub checks the hello with this server's token; wrong tokens from one address are
+        slowed down (:class:`~lineup_plugin.transports.direct.auth.AuthThrottle`).
+        """
         timeout = self.limits.hello_timeout
         try:
             first = await asyncio.wait_for(connection.recv(), timeout)
         except TimeoutError:
-            await self._refuse(connection, "hello_timeout", f"no device.hello within {timeout:g} s", HELLO_TIMEOUT)
-            return None
-        try:
-            message = codec.decode(first)
-        except VersionError as exc:
-            await self._refuse(connection, "unsupported_version", str(exc), BAD_HELLO)
-            return None
-        except ProtocolError as exc:
-            await self._refuse(connection, "bad_message", f"bad hello: {exc}", BAD_HELLO)
-            return None
-        hello = message.payload
-        if not isinstance(hello, DeviceHello):
-            await self._refuse(connection, "hello_required", "device.hello required", BAD_HELLO)
-            return None
-        address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
-        async with self.throttle.turn(address):
+            message = f"no device.hello within {timeout:g} s"
+            with suppress(ConnectionClosed):
+                await connection.send(self.hub.encode(Error(code="hello_timeout", message=message)))
+            await close_connection(connection, HELLO_TIMEOUT, message, self.limits.close_timeout)
+            return False
+
+        def verify(hello: DeviceHello) -> str | None:
             if not hello.token:
-                await self._refuse(connection, "auth_failed", "missing token", AUTH_FAILED)
-                return None
+                return "missing token"
             if not token_matches(hello.token, self.token):
                 self.throttle.failed(address)
-                log.warning(
-                    "refused device %s from %s: wrong token (%d in a row)",
-                    hello.device_id,
-                    address,
-                    self.throttle.failures(address),
-                )
-                await self._refuse(connection, "auth_failed", "wrong token", AUTH_FAILED)
-                return None
+                failures = self.throttle.failures(address)
+                log.warning("refused device %s from %s: wrong token (%d in a row)", hello.device_id, address, failures)
+                return "wrong token"
             self.throttle.succeeded(address)
-        return hello
+            return None
 
-    async def _session(self, connection: ServerConnection, hello: DeviceHello) -> None:
-        peer = DirectPeer(
-            connection, hello.device_id, max_queue=self.settings.max_queue, close_timeout=self.limits.close_timeout
-        )
+        async with self.throttle.turn(address):
+            self.hub.connect(link, verify=verify)
+            await self.hub.receive(link, first)
+        return self.hub.attached(link)
+
+    async def _session(self, connection: ServerConnection, link: DirectLink) -> None:
         bucket = TokenBucket(self.limits.message_rate, self.limits.message_burst)
         strikes = 0
-        try:
-            await self.hub.attach(peer, hello)
-            self._devices_changed.set()
-            async for data in connection:
-                if peer.close_reason is not None:
-                    continue  # closing: drain what the App still sends until its close arrives
-                wait = bucket.delay()
-                if wait > 0:
-                    strikes += 1
-                    if strikes == 1:
-                        rate = self.limits.message_rate
-                        await self._tell(peer, "rate_limited", f"over {rate:g} messages per second; slow down")
-                    if strikes > self.limits.flood_strikes:
-                        log.warning("closing device %s: it kept flooding", peer.device_id)
-                        peer.shut(POLICY_VIOLATION, FLOODED, flush=True)
-                        continue
-                    await asyncio.sleep(wait)  # backpressure: nothing is dropped, this App is read slower
-                else:
-                    strikes = 0
-                if isinstance(data, bytes):
-                    await self._tell(peer, "binary_not_supported", "binary frames are not supported; send JSON text")
+        async for data in connection:
+            if link.close_reason is not None:
+                continue  # closing: drain what the App still sends until its close arrives
+            wait = bucket.delay()
+            if wait > 0:
+                strikes += 1
+                if strikes == 1:
+                    rate = self.limits.message_rate
+                    self._tell(link, "rate_limited", f"over {rate:g} messages per second; slow down")
+                if strikes > self.limits.flood_strikes:
+                    log.warning("closing %s: it kept flooding", link.name)
+                    link.shut(POLICY_VIOLATION, FLOODED, flush=True)
                     continue
-                try:
-                    await self.hub.receive(peer, data)
-                except Exception:  # a bug must cost one message, not the connection
-                    log.exception("the hub failed on a message from %s", peer.device_id)
-                    await self._tell(peer, "internal_error", "the agent could not handle this message")
-        finally:
-            await self.hub.detach(peer)
-            self._devices_changed.set()
-            await peer.finish()
+                await asyncio.sleep(wait)  # backpressure: nothing is dropped, this App is read slower
+            else:
+                strikes = 0
+            if isinstance(data, bytes):
+                self._tell(link, "binary_not_supported", "binary frames are not supported; send JSON text")
+                continue
+            try:
+                await self.hub.receive(link, data)
+            except Exception:  # a bug must cost one message, not the connection
+                log.exception("the hub failed on a message from %s", link.name)
+                self._tell(link, "internal_error", "the agent could not handle this message")
 
-    async def _tell(self, peer: DirectPeer, code: str, message: str) -> None:
-        with suppress(TransportError):
-            await peer.send(self.hub.encode(Error(code=code, message=message), peer.device_id))
+    def _tell(self, link: DirectLink, code: str, message: str) -> None:
+        self.hub.reply(link, Error(code=code, message=message))

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from lineup_plugin.errors import ProtocolError, RelayAuthError, RelayError
+from lineup_plugin.errors import RelayAuthError, RelayError, TransportError
 from lineup_plugin.protocol import codec
-from lineup_plugin.protocol.messages import Actor, DeviceHello, Text
+from lineup_plugin.protocol.messages import Actor, Text
 from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Timers, WuKongIMClient
 from lineup_plugin.transports.wukongim.proto import ChannelType, DeviceFlag, Flags
 
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 TEXT_CONTENT_TYPE = 1
 """WuKongIM's built-in text content: ``{"type": 1, "content": "..."}``."""
 DEDUPE_WINDOW = 4096
+#: envelopes that may wait for WuKongIM before the relay refuses more (and re-syncs the App later)
+OUTBOX_LIMIT = 4096
 SYNC_PAGE = 100
 
 
@@ -145,22 +147,25 @@ def _synced_message(item: dict[str, Any]) -> Message:
     )
 
 
-class RelayPeer:
-    """The App user on the person channel, as the hub sees it."""
+class RelayLink:
+    """The App user on the person channel, as a :class:`~lineup_plugin.ports.Link`.
+
+    :meth:`send` queues for the relay's sender, which writes in order and waits for each
+    WuKongIM send acknowledgement; an IM channel has nothing to close.
+    """
 
     def __init__(self, relay: Relay, uid: str) -> None:
         self.relay = relay
         self.uid = uid
-        self.device_id = f"wukongim:{uid}"
+        self.name = f"wukongim:{uid}"
 
-    async def send(self, text: str) -> None:
-        """Send one encoded envelope to the App user; raises RelayError if WuKongIM refuses it."""
-        await self.relay.send_envelope(self.uid, text)
+    def send(self, text: str) -> None:
+        """Queue one encoded envelope for the App user; raises TransportError when the queue is full."""
+        self.relay.enqueue(self.uid, text)
 
-    async def close(self, reason: str) -> None:
-        """Stop routing to this user until it speaks again (an IM channel has nothing to close)."""
-        log.info("closing relay peer %s: %s", self.device_id, reason)
-        await self.relay.detach(self)
+    def close(self, code: int, reason: str) -> None:
+        """Nothing to close on an IM channel: the App user is reached again when it next speaks."""
+        log.info("relay link %s: %s (%d)", self.name, reason, code)
 
 
 class _Seen:
@@ -192,7 +197,8 @@ class Relay:
     def __init__(self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None) -> None:
         self.settings = settings
         self.hub = hub
-        self.peer = RelayPeer(self, settings.app_uid)
+        self.link = RelayLink(self, settings.app_uid)
+        self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(OUTBOX_LIMIT)
         self.connected = asyncio.Event()
         token = settings.token or (secrets.token_urlsafe(24) if settings.manager_token else "")
         self.options = ClientOptions(
@@ -219,10 +225,13 @@ class Relay:
 
     async def run(self) -> None:
         """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
+        sender = asyncio.create_task(self._send_queued(), name="lineup-relay-sender")
         try:
             await self.client.run()
         finally:
-            await self.detach(self.peer)
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+            await self.detach()
             await self._http.aclose()
 
     async def close(self) -> None:
@@ -249,6 +258,22 @@ class Relay:
     def connect_link(self) -> str | None:
         """None: a relay App is configured with its WuKongIM account, not opened from a link."""
         return None
+
+    def enqueue(self, uid: str, text: str) -> None:
+        """Queue one encoded envelope for ``uid`` (sent in order by the relay's sender task)."""
+        try:
+            self._outbox.put_nowait((uid, text))
+        except asyncio.QueueFull:
+            self._missed = True  # re-sync the App (live calls re-sent) once WuKongIM takes messages again
+            raise TransportError(f"relay to {uid}: {OUTBOX_LIMIT} messages wait for WuKongIM") from None
+
+    async def _send_queued(self) -> None:
+        while True:
+            uid, text = await self._outbox.get()
+            try:
+                await self.send_envelope(uid, text)
+            except RelayError as exc:
+                log.info("relay send to %s failed: %s", uid, exc)
 
     async def send_envelope(self, uid: str, text: str) -> None:
         """Send one encoded envelope to ``uid`` as LineUp custom content."""
@@ -308,20 +333,20 @@ class Relay:
             if not more or self._last_seq == before:
                 return
 
-    async def attach(self, hello: DeviceHello | None = None, *, resync: bool = False) -> None:
-        """Attach the App user's peer to the hub; attach it again if ``hello`` or ``resync`` says so."""
+    async def attach(self, *, resync: bool = False) -> None:
+        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``."""
         if self._attached:
-            if hello is None and not resync:
+            if not resync:
                 return
-            await self.hub.detach(self.peer)
+            await self.hub.disconnect(self.link)
         self._attached = True
-        await self.hub.attach(self.peer, hello)
+        self.hub.connect(self.link, device_id=self.link.name)
 
-    async def detach(self, peer: RelayPeer) -> None:
-        """Detach the App user's peer from the hub, if attached."""
+    async def detach(self) -> None:
+        """Detach the App user from the hub, if attached."""
         if self._attached:
             self._attached = False
-            await self.hub.detach(peer)
+            await self.hub.disconnect(self.link)
 
     # -- incoming --------------------------------------------------------------------------------
 
@@ -356,15 +381,7 @@ class Relay:
             log.debug("dropping re-delivered envelope %s", envelope_id)
             return
         await self.attach()
-        try:
-            envelope = codec.decode_object(data)
-        except ProtocolError:
-            await self.hub.receive(self.peer, json.dumps(data))  # the hub answers with the reason
-            return
-        if isinstance(envelope.payload, DeviceHello):
-            await self.attach(envelope.payload)
-        else:
-            await self.hub.handle(self.peer, envelope)
+        await self.hub.receive_object(self.link, data)  # a hello re-syncs the App; bad input is answered
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
@@ -380,4 +397,4 @@ class Relay:
             conversation_id=self.hub.conversation_id,
             id=f"wukongim_{message.message_id}",
         )
-        await self.hub.handle(self.peer, envelope)
+        await self.hub.handle(self.link, envelope)

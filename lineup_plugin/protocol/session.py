@@ -1,0 +1,674 @@
+"""The session core: every rule of a LineUp session between one agent and its user's devices, with no I/O.
+
+Like the ``protocol`` module of websockets, this is a state machine that is fed and drained.
+Inputs are method calls; nothing here waits, reads a socket, a clock or a file by itself:
+
+- a transport's connections: :meth:`Session.open` (a *link*, any hashable object the driver
+  names), :meth:`Session.receive` (the text that arrived on it), :meth:`Session.close`;
+- the agent's side: :meth:`Session.start_call`, :meth:`Session.cancel_call`,
+  :meth:`Session.send_text`, :meth:`Session.set_status`, :meth:`Session.reply`;
+- time: :meth:`Session.tick` ends the calls whose deadline passed by the injected ``clock``;
+  :meth:`Session.next_deadline` says when to tick next.
+
+Outputs queue up until the driver takes them (:meth:`Session.take`) as one :class:`Batch`:
+the store changes, the messages to send per link, the calls that ended and the events for the
+runtime. A driver applies them in that order — commit the store changes, then send — so no
+``tool.call`` and no terminal notice ever leaves before the row it depends on is committed
+(see :mod:`lineup_plugin.hub`).
+
+What a session guarantees:
+
+- **Handshake**: a link opened with a ``verify`` function must say ``device.hello`` first; a
+  hello ``verify`` refuses closes the link (4401), anything else first closes it (4400). A second
+  hello on such a link is refused. A link whose identity its transport vouches for (an IM user)
+  is attached at once, and each hello it sends re-syncs it.
+- **Welcome and redelivery**: an attached device gets ``device.welcome``, the agent's tools, its
+  status and every live call; cards it still shows (``open_calls``) for calls that ended get a
+  ``tool.cancel`` saying how they ended.
+- **Calls**: a call goes to every attached device; the first terminal answer wins, the other
+  devices get ``tool.cancel`` ("answered on another device"); duplicate envelopes (by id) and
+  repeated answers are applied once; a late answer is refused with the reason; a call ends
+  ``expired`` at its deadline and ``cancelled`` when either side cancels. A call id is never
+  run twice: starting a known id gives back the known call.
+- **Restart**: :meth:`Session.recover` closes the calls a previous process left pending.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..errors import CallStateError, ProtocolError, VersionError
+from . import codec
+from .calls import Call, CallState, format_timestamp
+from .messages import (
+    Actor,
+    AgentState,
+    AgentStatus,
+    AgentStop,
+    DeviceHello,
+    DeviceWelcome,
+    Envelope,
+    Error,
+    Payload,
+    Text,
+    ToolAck,
+    ToolCall,
+    ToolCancel,
+    ToolList,
+    ToolResult,
+)
+from .tools import ToolDefinition
+
+#: a link: whatever object the driver uses to name a connection (hashable)
+L = TypeVar("L")
+
+ANSWERED_ELSEWHERE = "answered on another device"
+NO_APP = "no LineUp App is connected; ask the user to open the App"
+RESTARTED = "the agent restarted before an answer arrived; ask again"
+EXPIRED = "no answer before the deadline"
+#: envelope ids a session remembers itself (older ones are looked up in the store)
+RECENT_IDS = 4096
+
+#: close codes a session asks a link to close with (WebSocket application codes)
+AUTH_FAILED = 4401
+BAD_HELLO = 4400
+
+#: a hello check: None to accept it, else the reason it is refused (told to the App)
+Verifier = Callable[[DeviceHello], "str | None"]
+
+
+def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
+    """A result with ``status`` and a human-readable ``message`` that never came from the App."""
+    return ToolResult.model_validate(
+        {"call_id": call_id, "name": name, "status": status, "result": {"message": message, **extra}}
+    )
+
+
+def closed_reason(call: Call | None) -> str:
+    """Why a card the App still shows is closed: how its call ended (and the recorded message)."""
+    if call is None:
+        return "the agent no longer knows this call"
+    message = call.result.result.get("message") if call.result is not None else None
+    return f"this call already ended ({call.state})" + (f": {message}" if isinstance(message, str) else "")
+
+
+# ------------------------------------------------------------------------------- injected
+
+
+class Records(Protocol):
+    """What a session reads from the durable store (it writes only through :class:`Batch` changes)."""
+
+    def get_call(self, call_id: str) -> Call | None:
+        """The call with ``call_id``, live or ended, if the store still knows it."""
+
+    def pending_calls(self) -> list[Call]:
+        """Every call that has not reached a terminal status, oldest first."""
+
+    def was_seen(self, envelope_id: str) -> bool:
+        """Whether an envelope with this id was handled before (also by an earlier process)."""
+
+
+class Catalog(Protocol):
+    """The agent's tools as a session needs them (a :class:`~lineup_plugin.tools.registry.Registry` adapter)."""
+
+    def agent_tools(self) -> list[ToolDefinition]:
+        """The tools an App may call on the agent (in-process tools)."""
+
+    def runs_in_process(self, name: str) -> bool:
+        """Whether ``name`` is an agent tool an App may call."""
+
+    def declare(self, source: str, tools: list[ToolDefinition]) -> list[str]:
+        """Set the tools an App declared under ``source``; the names skipped because others own them."""
+
+    def withdraw(self, source: str) -> bool:
+        """Remove the tools of ``source``; whether there were any."""
+
+
+# -------------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, slots=True)
+class SaveCall:
+    """Store change: insert or update this call (its latest state is written)."""
+
+    call: Call
+
+
+@dataclass(frozen=True, slots=True)
+class SeenEnvelope:
+    """Store change: remember this envelope id (duplicates are dropped, also after a restart)."""
+
+    envelope_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """Store change: one audit record."""
+
+    event: str
+    call_id: str | None = None
+    device_id: str | None = None
+    detail: str = ""
+
+
+Change = SaveCall | SeenEnvelope | Audit
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Generic[L]):
+    """Send ``text`` (an encoded envelope) on ``link``."""
+
+    link: L
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLink(Generic[L]):
+    """Close ``link`` with ``code`` and ``reason`` after the messages queued before."""
+
+    link: L
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextReceived:
+    """Event: the user typed ``text`` in the App on ``device_id``."""
+
+    device_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequested:
+    """Event: the user pressed stop on ``device_id``."""
+
+    device_id: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsChanged:
+    """Event: the tools an App declared changed (the runtime re-registers its tools)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppToolCall(Generic[L]):
+    """Event: the App on ``link`` calls the agent's in-process tool; answer with :meth:`Session.reply`."""
+
+    link: L
+    request: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesChanged:
+    """Event: a device was attached or detached."""
+
+    device_id: str
+    attached: bool
+
+
+Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | DevicesChanged
+
+
+@dataclass
+class Batch(Generic[L]):
+    """What a session produced since the last :meth:`Session.take`, in the order to apply it."""
+
+    #: store changes: commit these first
+    changes: list[Change] = field(default_factory=list)
+    #: then send these (and close links), in order
+    messages: list[Send[L] | CloseLink[L]] = field(default_factory=list)
+    #: calls that reached a terminal status: wake whoever waits on them
+    ended: list[Call] = field(default_factory=list)
+    #: for the runtime
+    events: list[Event] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changes or self.messages or self.ended or self.events)
+
+
+# ---------------------------------------------------------------------------------- state
+
+
+@dataclass
+class _Link:
+    name: str
+    verify: Verifier | None
+    device_id: str | None = None
+
+    @property
+    def attached(self) -> bool:
+        return self.device_id is not None
+
+
+@dataclass
+class _Live:
+    call: Call
+    delivered_to: set[Hashable] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class Peer(Generic[L]):
+    """An attached App device as the agent's side sees it: its id and the link that reaches it."""
+
+    device_id: str
+    link: L
+
+
+class Session(Generic[L]):
+    """The sans-I/O session of one agent with its user's devices (see the module docstring).
+
+    ``records`` is read for ended calls and seen envelope ids, ``catalog`` for the agent's tools,
+    ``clock`` (seconds since the epoch, like ``time.time``) for every timestamp and deadline.
+    """
+
+    def __init__(
+        self,
+        *,
+        records: Records,
+        catalog: Catalog,
+        clock: Callable[[], float],
+        agent_id: str = "lineup-agent",
+        conversation_id: str = "default",
+    ) -> None:
+        self.records = records
+        self.catalog = catalog
+        self.clock = clock
+        self.agent = Actor(kind="agent", id=agent_id)
+        self.conversation_id = conversation_id
+        self.status = AgentStatus(state="idle")
+        self._links: dict[L, _Link] = {}
+        self._live: dict[str, _Live] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        self._targets: dict[str | None, Actor] = {}
+        self._out: Batch[L] = Batch()
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recovered = False
+
+    # ---------------------------------------------------------------------------- reading
+
+    def take(self) -> Batch[L]:
+        """Everything produced since the last call, to apply in order: changes, messages, ended, events."""
+        batch, self._out = self._out, Batch()
+        return batch
+
+    @property
+    def peers(self) -> list[Peer[L]]:
+        """The attached devices, in the order they attached."""
+        return [Peer(state.device_id, link) for link, state in self._links.items() if state.device_id is not None]
+
+    def attached(self, link: L) -> bool:
+        """Whether ``link`` passed its handshake and is attached."""
+        state = self._links.get(link)
+        return state is not None and state.attached
+
+    def device_id(self, link: L) -> str | None:
+        """The device ``link`` belongs to, once attached."""
+        state = self._links.get(link)
+        return state.device_id if state is not None else None
+
+    def live_call(self, call_id: str) -> Call | None:
+        """The call ``call_id`` if it is live."""
+        item = self._live.get(call_id)
+        return item.call if item is not None else None
+
+    def lookup(self, call_id: str) -> Call | None:
+        """The call ``call_id``, live or ended, if known."""
+        return self.live_call(call_id) or self.records.get_call(call_id)
+
+    def next_deadline(self) -> float | None:
+        """When the next live call expires (by ``clock``), or None when none waits."""
+        heap = self._deadlines
+        while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].call.expires_at != heap[0][0]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    # ------------------------------------------------------------------------------ links
+
+    def open(self, link: L, *, name: str, verify: Verifier | None = None, device_id: str | None = None) -> None:
+        """A transport connection exists.
+
+        With ``verify``, the link must say ``device.hello`` first and ``verify`` decides on it.
+        Without, the transport vouches for who is there: the link is attached at once as
+        ``device_id`` (each later hello re-syncs it).
+        """
+        if link in self._links:
+            raise CallStateError(f"link {name} is already open")
+        if verify is None and device_id is None:
+            raise ValueError("a link opened without verify needs the device_id its transport vouches for")
+        self._links[link] = _Link(name=name, verify=verify)
+        if verify is None:
+            assert device_id is not None
+            self._attach(link, device_id, None)
+
+    def close(self, link: L) -> None:
+        """The connection ended. Its calls stay live until answered elsewhere or expired."""
+        state = self._links.pop(link, None)
+        if state is None or state.device_id is None:
+            return
+        device_id = state.device_id
+        self._audit("device.detach", device_id=device_id)
+        for item in self._live.values():
+            item.delivered_to.discard(link)
+        self._out.events.append(DevicesChanged(device_id, attached=False))
+        alone = not any(other.device_id == device_id for other in self._links.values())
+        if alone and self.catalog.withdraw(f"app:{device_id}"):
+            self._out.events.append(ToolsChanged())
+
+    def receive(self, link: L, text: str | bytes) -> None:
+        """Handle one message that arrived on ``link``; bad input is answered with an ``error``."""
+        try:
+            message = codec.decode(text)
+        except ProtocolError as exc:
+            self._bad_input(link, exc)
+            return
+        self.receive_envelope(link, message)
+
+    def receive_object(self, link: L, data: Any) -> None:
+        """Like :meth:`receive` for a JSON object a transport has parsed already (e.g. from an IM message)."""
+        try:
+            message = codec.decode_object(data)
+        except ProtocolError as exc:
+            self._bad_input(link, exc)
+            return
+        self.receive_envelope(link, message)
+
+    def _bad_input(self, link: L, exc: ProtocolError) -> None:
+        state = self._links.get(link)
+        if state is None:
+            return
+        code = "unsupported_version" if isinstance(exc, VersionError) else "bad_message"
+        if state.attached:
+            self.reply(link, Error(code=code, message=str(exc)))
+        else:
+            self._refuse(link, code, str(exc) if code == "unsupported_version" else f"bad hello: {exc}", BAD_HELLO)
+
+    def receive_envelope(self, link: L, message: Envelope) -> None:
+        """Handle one decoded envelope from ``link`` (a duplicate envelope id is dropped)."""
+        state = self._links.get(link)
+        if state is None:
+            return
+        payload = message.payload
+        if not state.attached:
+            self._handshake(link, state, payload)
+            return
+        device_id = state.device_id
+        assert device_id is not None
+        if not self._first_seen(message.id):
+            self._audit("duplicate.envelope", device_id=device_id, detail=message.id)
+            return
+        try:
+            self._dispatch(link, state, device_id, message)
+        except CallStateError as exc:
+            self.reply(link, Error(code="invalid_transition", message=str(exc), ref=message.id))
+
+    def _dispatch(self, link: L, state: _Link, device_id: str, message: Envelope) -> None:
+        payload = message.payload
+        if isinstance(payload, ToolResult):
+            self._on_result(link, device_id, payload, message.id)
+        elif isinstance(payload, ToolAck):
+            self._on_ack(device_id, payload)
+        elif isinstance(payload, ToolCancel):
+            item = self._live.get(payload.call_id)
+            if item is not None:
+                reason = payload.reason or "cancelled by the user"
+                self._finish(item, failure(payload.call_id, item.call.request.name, "cancelled", reason), by=link)
+        elif isinstance(payload, ToolList):
+            self._on_tool_list(link, device_id, payload)
+        elif isinstance(payload, ToolCall):
+            if self.catalog.runs_in_process(payload.name):
+                self._out.events.append(AppToolCall(link, payload))
+            else:
+                message_text = f"the agent has no tool {payload.name!r} an App can call"
+                self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
+        elif isinstance(payload, Text):
+            self._audit("text.in", device_id=device_id)
+            self._out.events.append(TextReceived(device_id, payload.text))
+        elif isinstance(payload, AgentStop):
+            self._audit("agent.stop", device_id=device_id, detail=payload.reason or "")
+            self._out.events.append(StopRequested(device_id, payload.reason))
+        elif isinstance(payload, DeviceHello):
+            if state.verify is None:  # a vouched link re-syncs on each hello
+                self._attach(link, device_id, payload)
+            else:
+                text = "device.hello was already received"
+                self.reply(link, Error(code="already_connected", message=text, ref=message.id))
+        else:
+            text = f"{message.kind} is not accepted from an App"
+            self.reply(link, Error(code="unexpected_kind", message=text, ref=message.id))
+
+    def _handshake(self, link: L, state: _Link, payload: Payload) -> None:
+        if not isinstance(payload, DeviceHello):
+            self._refuse(link, "hello_required", "device.hello required", BAD_HELLO)
+            return
+        assert state.verify is not None
+        refusal = state.verify(payload)
+        if refusal is not None:
+            self._refuse(link, "auth_failed", refusal, AUTH_FAILED)
+            return
+        self._attach(link, payload.device_id, payload)
+
+    def _refuse(self, link: L, code: str, message: str, close_code: int) -> None:
+        self._out.messages.append(Send(link, self.encode(Error(code=code, message=message))))
+        self._out.messages.append(CloseLink(link, close_code, message))
+        self._links.pop(link, None)
+
+    def _attach(self, link: L, device_id: str, hello: DeviceHello | None) -> None:
+        state = self._links[link]
+        state.device_id = device_id
+        self._audit("device.attach", device_id=device_id)
+        live = [item for item in self._live.values() if not item.call.done]
+        self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
+        self.reply(link, ToolList(tools=self.catalog.agent_tools()))
+        self.reply(link, self.status)
+        for item in live:
+            self._deliver(item, link, device_id)
+        for call_id in hello.open_calls if hello else ():
+            if call_id not in self._live:
+                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(self.records.get_call(call_id))))
+        self._out.events.append(DevicesChanged(device_id, attached=True))
+
+    # ------------------------------------------------------------------------ from the App
+
+    def _on_result(self, link: L, device_id: str, result: ToolResult, ref: str) -> None:
+        item = self._live.get(result.call_id)
+        if item is not None:
+            self._finish(item, result, by=link)
+            return
+        ended = self.records.get_call(result.call_id)
+        if ended is None:
+            message = f"unknown call {result.call_id!r}; the answer was not applied"
+            self.reply(link, Error(code="unknown_call", message=message, ref=ref, call_id=result.call_id))
+            return
+        if ended.result is not None and (ended.result.status, ended.result.result) == (result.status, result.result):
+            return  # the same answer again: already applied
+        self._audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
+        message = f"call {result.call_id!r} already ended as {ended.state}; this answer was not applied"
+        self.reply(link, Error(code="call_closed", message=message, ref=ref, call_id=result.call_id))
+
+    def _on_ack(self, device_id: str, ack: ToolAck) -> None:
+        item = self._live.get(ack.call_id)
+        if item is not None and item.call.advance(CallState(ack.stage), now=self.clock()):
+            self._save(item.call)
+            self._audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
+
+    def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
+        source = f"app:{device_id}"
+        if listing.tools or self.catalog.withdraw(source):
+            skipped = self.catalog.declare(source, listing.tools)
+            if skipped:
+                message = f"tools already provided by the agent side: {skipped}"
+                self.reply(link, Error(code="tool_name_taken", message=message))
+            self._audit("tools.declared", device_id=device_id, detail=",".join(t.name for t in listing.tools))
+            self._out.events.append(ToolsChanged())
+        if listing.request:
+            self.reply(link, ToolList(tools=self.catalog.agent_tools()))
+
+    # ------------------------------------------------------------------------ from the agent
+
+    def encode(self, payload: Payload, device_id: str | None = None) -> str:
+        """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user)."""
+        target = self._targets.get(device_id)
+        if target is None:  # built once per device: validating an Actor per message shows in profiles
+            if len(self._targets) >= 1024:
+                self._targets.clear()
+            target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
+            self._targets[device_id] = target
+        return codec.encode_envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
+
+    def reply(self, link: L, payload: Payload) -> None:
+        """Send ``payload`` to the device on ``link`` (e.g. the result of a tool the App called)."""
+        state = self._links.get(link)
+        if state is not None:
+            self._out.messages.append(Send(link, self.encode(payload, state.device_id)))
+
+    def broadcast(self, payload: Payload) -> int:
+        """Send ``payload`` to every attached device; returns to how many links."""
+        peers = self.peers
+        for peer in peers:
+            self._out.messages.append(Send(peer.link, self.encode(payload, peer.device_id)))
+        return len(peers)
+
+    def send_text(self, text: str) -> None:
+        """An agent reply, for every device."""
+        self._audit("text.out")
+        self.broadcast(Text(text=text))
+
+    def set_status(self, state: AgentState, detail: str | None = None) -> None:
+        """Record the agent's status and push it to every device."""
+        self.status = AgentStatus(state=state, detail=detail)
+        self.broadcast(self.status)
+
+    def start_call(self, request: ToolCall, *, wait: float) -> Call:
+        """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
+
+        A call id already known (live or ended) is not started again: its call is returned as it
+        stands. With no device attached the call ends ``failed`` (``no_app``) at once, recorded
+        like any other.
+        """
+        known = self.lookup(request.call_id)
+        if known is not None:
+            return known
+        now = self.clock()
+        if not self.peers:
+            call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
+            call.end("failed", NO_APP, now=now, error="no_app")
+            self._save(call)
+            self._audit("call.failed", call_id=call.call_id, detail="no_app")
+            self._out.ended.append(call)
+            return call
+        request.expires_at = format_timestamp(now + max(0.0, wait))
+        call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
+        item = _Live(call)
+        self._live[call.call_id] = item
+        if call.expires_at is not None:
+            heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+        self._save(call)
+        self._audit("call.created", call_id=call.call_id, detail=request.name)
+        for peer in self.peers:
+            self._deliver(item, peer.link, peer.device_id)
+        return call
+
+    def cancel_call(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
+        """Cancel a live call on every device; False when it is not live."""
+        item = self._live.get(call_id)
+        if item is None:
+            return False
+        return self._finish(item, failure(call_id, item.call.request.name, "cancelled", reason), reason=reason)
+
+    def cancel_all(self, reason: str) -> int:
+        """Cancel every live call; returns how many."""
+        return sum(self.cancel_call(call_id, reason) for call_id in list(self._live))
+
+    def tick(self) -> int:
+        """End every live call whose deadline has passed; returns how many."""
+        now = self.clock()
+        count = 0
+        while (due := self.next_deadline()) is not None and due <= now:
+            _, call_id = heapq.heappop(self._deadlines)
+            item = self._live[call_id]
+            result = failure(call_id, item.call.request.name, "expired", EXPIRED)
+            count += self._finish(item, result, reason=f"expired: {EXPIRED}")
+        return count
+
+    def recover(self) -> list[Call]:
+        """Once per session: close the calls a previous process left pending (their waiter is gone).
+
+        Calls past their deadline end ``expired``, the others ``cancelled``; an App that still
+        shows one of them has its card closed with that reason when it reconnects. So a store
+        belongs to one session: a second one on the same store would close the first one's calls.
+        """
+        if self._recovered:
+            return []
+        self._recovered = True
+        now = self.clock()
+        closed = self.records.pending_calls()
+        for call in closed:
+            if not call.expire_if_due(now):
+                call.end("cancelled", RESTARTED, now=now)
+            self._save(call)
+            self._audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+        return closed
+
+    # ------------------------------------------------------------------------------ shared
+
+    def _deliver(self, item: _Live, link: L, device_id: str) -> None:
+        self._out.messages.append(Send(link, self.encode(item.call.request, device_id)))
+        item.delivered_to.add(link)
+        if item.call.state == CallState.CREATED:
+            item.call.advance(CallState.DELIVERED, now=self.clock())
+            self._save(item.call)
+        self._audit("call.delivered", call_id=item.call.call_id, device_id=device_id)
+
+    def _finish(self, item: _Live, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
+        """The one way a live call ends: the first terminal result wins, the other devices are told."""
+        call = item.call
+        if not call.finish(result, now=self.clock()):
+            self._audit("duplicate.result", call_id=call.call_id)
+            return False
+        del self._live[call.call_id]
+        self._save(call)
+        by_device = self._links[by].device_id if by is not None and by in self._links else None
+        self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
+        self._out.ended.append(call)
+        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
+        for peer in self.peers:
+            if peer.link != by:
+                self._out.messages.append(Send(peer.link, self.encode(notice, peer.device_id)))
+        return True
+
+    def _first_seen(self, envelope_id: str) -> bool:
+        recent = self._recent
+        if envelope_id in recent or self.records.was_seen(envelope_id):
+            return False
+        recent[envelope_id] = None
+        if len(recent) > RECENT_IDS:
+            recent.popitem(last=False)
+        self._out.changes.append(SeenEnvelope(envelope_id))
+        return True
+
+    def _save(self, call: Call) -> None:
+        self._out.changes.append(SaveCall(call))
+
+    def _audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
+        self._out.changes.append(Audit(event, call_id, device_id, detail))
+
+
+def changes_by_kind(changes: Iterable[Change]) -> tuple[dict[str, Call], list[str], list[Audit]]:
+    """A batch's changes grouped for writing: the latest of each call (saved once), seen ids, audit records."""
+    calls: dict[str, Call] = {}
+    seen: list[str] = []
+    audits: list[Audit] = []
+    for change in changes:
+        if isinstance(change, SaveCall):
+            calls[change.call.call_id] = change.call
+        elif isinstance(change, SeenEnvelope):
+            seen.append(change.envelope_id)
+        else:
+            audits.append(change)
+    return calls, seen, audits
