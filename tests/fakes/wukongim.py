@@ -44,7 +44,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from lineup_plugin.errors import RelayProtocolError
+from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import (
     ChannelType,
     ConnackPacket,
@@ -60,7 +62,6 @@ from lineup_plugin.transports.wukongim.proto import (
     RecvPacket,
     SendackPacket,
     SendPacket,
-    SessionCipher,
 )
 
 NODE_ID = 1001
@@ -329,10 +330,10 @@ class FakeWuKongIM:
             return
         server_key = salt = ""
         if self.encryption:
-            private_key = wkproto.generate_private_key()
-            salt = wkproto.random_salt()
-            conn.cipher = SessionCipher(wkproto.derive_aes_key(private_key, packet.client_key), salt.encode())
-            server_key = wkproto.public_key_b64(private_key)
+            private_key = wkcrypto.generate_private_key()
+            salt = wkcrypto.random_salt()
+            conn.cipher = SessionCipher(wkcrypto.derive_aes_key(private_key, packet.client_key), salt.encode())
+            server_key = wkcrypto.public_key_b64(private_key)
         time_diff = int(time.time() * 1000) - packet.client_timestamp
         conn.authed = True
         self.connections.append(conn)
@@ -350,7 +351,7 @@ class FakeWuKongIM:
         payload = packet.payload
         if reason == ReasonCode.SUCCESS and conn.cipher is not None:
             try:
-                wkproto.check_msg_key(conn.cipher, packet)
+                wkcrypto.check_msg_key(conn.cipher, packet)
                 payload = conn.cipher.decrypt(packet.payload)
             except RelayProtocolError:
                 reason = ReasonCode.PAYLOAD_DECODE_ERROR
@@ -428,7 +429,7 @@ class FakeWuKongIM:
             flags=Flags(flags),
         )
         if conn.cipher is not None:
-            packet = wkproto.signed(conn.cipher, packet)
+            packet = wkcrypto.signed(conn.cipher, packet)
         frame = wkproto.encode(packet, conn.version)
         if not flags & Flags.NO_PERSIST:
             conn.unacked[stored.message_id] = frame

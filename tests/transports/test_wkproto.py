@@ -14,7 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lineup_plugin.errors import RelayProtocolError
+from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import (
     ConnackPacket,
     ConnectPacket,
@@ -29,7 +31,6 @@ from lineup_plugin.transports.wukongim.proto import (
     RecvPacket,
     SendackPacket,
     SendPacket,
-    SessionCipher,
     Setting,
 )
 from tests.fakes.wukongim import JS_DIR, js_sdk_missing
@@ -101,14 +102,14 @@ def test_oversized_length_is_refused_before_the_body_arrives() -> None:
 
 def test_public_key_matches_rfc7748_and_the_sdk() -> None:
     client = X25519PrivateKey.from_private_bytes(CLIENT_PRIVATE)
-    assert wkproto.public_key_b64(client) == KNOWN["client_public_b64"]
+    assert wkcrypto.public_key_b64(client) == KNOWN["client_public_b64"]
 
 
 def test_session_key_matches_the_sdk_derivation() -> None:
     client = X25519PrivateKey.from_private_bytes(CLIENT_PRIVATE)
     server = X25519PrivateKey.from_private_bytes(SERVER_PRIVATE)
-    assert wkproto.derive_aes_key(client, KNOWN["server_public_b64"]) == KNOWN["aes_key"].encode()
-    assert wkproto.derive_aes_key(server, KNOWN["client_public_b64"]) == KNOWN["aes_key"].encode()
+    assert wkcrypto.derive_aes_key(client, KNOWN["server_public_b64"]) == KNOWN["aes_key"].encode()
+    assert wkcrypto.derive_aes_key(server, KNOWN["client_public_b64"]) == KNOWN["aes_key"].encode()
 
 
 def test_session_cipher_from_connack_truncates_the_salt() -> None:
@@ -126,7 +127,7 @@ def test_short_salt_is_refused() -> None:
 @pytest.mark.parametrize("bad_key", ["not base64!", base64.b64encode(b"\x00" * 32).decode()])
 def test_bad_server_key_is_refused(bad_key: str) -> None:
     with pytest.raises(RelayProtocolError, match="bad X25519 public key"):
-        wkproto.derive_aes_key(X25519PrivateKey.generate(), bad_key)
+        wkcrypto.derive_aes_key(X25519PrivateKey.generate(), bad_key)
 
 
 def test_aes_matches_cryptojs() -> None:
@@ -170,12 +171,12 @@ def test_send_matches_the_sdk_encoder_including_the_msg_key() -> None:
         payload=payload,
         flags=Flags.RED_DOT,
     )
-    packet = wkproto.signed(cipher, unsigned)
+    packet = wkcrypto.signed(cipher, unsigned)
     assert wkproto.encode(packet, 2).hex() == KNOWN["send_hex"]
     decoded = wkproto.decode(bytes.fromhex(KNOWN["send_hex"]), 2)
     assert decoded == packet
     assert isinstance(decoded, SendPacket)
-    wkproto.check_msg_key(cipher, decoded)
+    wkcrypto.check_msg_key(cipher, decoded)
     assert cipher.decrypt(decoded.payload).decode() == KNOWN["send_payload"]
 
 
@@ -274,11 +275,11 @@ def test_recv_msg_key_is_checked() -> None:
     cipher = _cipher()
     payload = cipher.encrypt(b'{"type":1,"content":"hi"}')
     unsigned = RecvPacket("app", "app", 1, "c1", 99, 1, 1_700_000_000, payload)
-    signed = wkproto.signed(cipher, unsigned)
-    wkproto.check_msg_key(cipher, signed)
+    signed = wkcrypto.signed(cipher, unsigned)
+    wkcrypto.check_msg_key(cipher, signed)
     tampered = replace(signed, message_seq=2)
     with pytest.raises(RelayProtocolError, match="bad msgKey on RECV message 'c1'"):
-        wkproto.check_msg_key(cipher, tampered)
+        wkcrypto.check_msg_key(cipher, tampered)
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from lineup_plugin.errors import ConfigError, RelayAuthError, RelayError, RelayProtocolError, RelayTimeoutError
+from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
 from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Session, Timers, WuKongIMClient
 from lineup_plugin.transports.wukongim.proto import (
@@ -301,14 +302,14 @@ async def test_a_garbled_connack_is_a_protocol_error(server: FakeWuKongIM) -> No
 
 
 async def test_a_short_salt_is_a_protocol_error(server: FakeWuKongIM) -> None:
-    key = wkproto.public_key_b64(wkproto.generate_private_key())
+    key = wkcrypto.public_key_b64(wkcrypto.generate_private_key())
     server.connack_override = wkproto.encode(ConnackPacket(0, 1, key, "short", 5, 1), 5)
     with pytest.raises(RelayProtocolError, match="salt must have 16 characters"):
         await Session.open(server.ws_url, options("agent"))
 
 
 async def test_a_server_below_version_2_is_refused(server: FakeWuKongIM) -> None:
-    key = wkproto.public_key_b64(wkproto.generate_private_key())
+    key = wkcrypto.public_key_b64(wkcrypto.generate_private_key())
     server.connack_override = wkproto.encode(ConnackPacket(0, 1, key, "s" * 16, server_version=1), 1)
     with pytest.raises(RelayProtocolError, match="server speaks wkproto version 1; version 2 or later is needed"):
         await Session.open(server.ws_url, options("agent"))

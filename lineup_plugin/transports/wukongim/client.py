@@ -33,7 +33,9 @@ from lineup_plugin.errors import (
     RelayProtocolError,
     RelayTimeoutError,
 )
+from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import (
     ConnackPacket,
     ConnectPacket,
@@ -49,7 +51,6 @@ from lineup_plugin.transports.wukongim.proto import (
     RecvPacket,
     SendackPacket,
     SendPacket,
-    SessionCipher,
 )
 
 log = logging.getLogger(__name__)
@@ -266,7 +267,7 @@ class Session:
 
     @classmethod
     async def _handshake(cls, link: _Link, addr: str, options: ClientOptions) -> Session:
-        private_key = wkproto.generate_private_key()
+        private_key = wkcrypto.generate_private_key()
         connect = ConnectPacket(
             version=options.protocol_version,
             device_flag=options.device_flag,
@@ -274,7 +275,7 @@ class Session:
             uid=options.uid,
             token=options.token,
             client_timestamp=int(time.time() * 1000),
-            client_key=wkproto.public_key_b64(private_key),
+            client_key=wkcrypto.public_key_b64(private_key),
         )
         parser = FrameParser(options.protocol_version)
         who = f"uid {options.uid!r} (device flag {options.device_flag})"
@@ -336,7 +337,7 @@ class Session:
         body = self._cipher.encrypt(payload) if self._cipher else payload
         packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, flags=flags)
         if self._cipher:
-            packet = wkproto.signed(self._cipher, packet)
+            packet = wkcrypto.signed(self._cipher, packet)
         future: asyncio.Future[SendackPacket] = asyncio.get_running_loop().create_future()
         self._pending[seq] = future
         try:
@@ -416,7 +417,7 @@ class Session:
     def _open_recv(self, packet: RecvPacket) -> Message:
         payload = packet.payload
         if self._cipher is not None:
-            wkproto.check_msg_key(self._cipher, packet)
+            wkcrypto.check_msg_key(self._cipher, packet)
             payload = self._cipher.decrypt(payload)
         return Message(
             message_id=packet.message_id,

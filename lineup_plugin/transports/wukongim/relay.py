@@ -9,12 +9,13 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
   (a ``text`` envelope handed to the hub);
 * anything else, and anything from another uid, is ignored.
 
-The App user appears to the hub as one :class:`RelayPeer` (``device_id`` ``wukongim:<uid>``),
-attached once the agent is connected to WuKongIM and kept across reconnections (the IM stores and
-forwards; a send waits for the connection to come back). It is attached again, which re-sends the
-live calls, when the App sends ``device.hello`` (with its ``open_calls``) and after a reconnection
-that followed a failed send. IM re-deliveries (same message id, clientMsgNo or envelope id) are
-dropped before they reach the hub.
+The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
+WuKongIM login vouches for it, so it is attached without a token check once the agent is
+connected, and kept across reconnections (the IM stores and forwards; the relay's sender waits
+for the connection to come back). Envelopes go to the hub as parsed JSON (never re-encoded); a
+``device.hello`` from the App (with its ``open_calls``) re-syncs it — welcome, live calls re-sent,
+ended cards closed — as does a reconnection that followed a failed send. IM re-deliveries (same
+message id, clientMsgNo or envelope id) are dropped before they reach the hub.
 
 WuKongIM pushes a message only to connections that are up when it arrives. So after a
 reconnection the relay fetches what the App user sent meanwhile (``POST /channel/messagesync``
