@@ -288,6 +288,8 @@ class Session(Generic[L]):
         self._targets: dict[str | None, Actor] = {}
         self._out: Batch[L] = Batch()
         self._recent: OrderedDict[str, None] = OrderedDict()
+        #: calls that ended since the last take (not in the records until the driver applies the batch)
+        self._ended_in_batch: dict[str, Call] = {}
         self._recovered = False
 
     # ---------------------------------------------------------------------------- reading
@@ -295,6 +297,7 @@ class Session(Generic[L]):
     def take(self) -> Batch[L]:
         """Everything produced since the last call, to apply in order: changes, messages, ended, events."""
         batch, self._out = self._out, Batch()
+        self._ended_in_batch.clear()  # the driver writes them now: from here the records know them
         return batch
 
     @property
@@ -319,7 +322,7 @@ class Session(Generic[L]):
 
     def lookup(self, call_id: str) -> Call | None:
         """The call ``call_id``, live or ended, if known."""
-        return self.live_call(call_id) or self.records.get_call(call_id)
+        return self.live_call(call_id) or self._ended_in_batch.get(call_id) or self.records.get_call(call_id)
 
     def next_deadline(self) -> float | None:
         """When the next live call expires (by ``clock``), or None when none waits."""
@@ -560,7 +563,7 @@ class Session(Generic[L]):
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
-            self._out.ended.append(call)
+            self._ended(call)
             return call
         request.expires_at = format_timestamp(now + max(0.0, wait))
         call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
@@ -635,12 +638,16 @@ class Session(Generic[L]):
         self._save(call)
         by_device = self._links[by].device_id if by is not None and by in self._links else None
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
-        self._out.ended.append(call)
+        self._ended(call)
         notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
         for peer in self.peers:
             if peer.link != by:
                 self._out.messages.append(Send(peer.link, self.encode(notice, peer.device_id)))
         return True
+
+    def _ended(self, call: Call) -> None:
+        self._ended_in_batch[call.call_id] = call
+        self._out.ended.append(call)
 
     def _first_seen(self, envelope_id: str) -> bool:
         recent = self._recent
