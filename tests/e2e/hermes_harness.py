@@ -100,7 +100,7 @@ class Hermes:
     def server(self) -> Any:
         """The running DirectServer (started here if no tool call started it yet)."""
         assert self.service.ensure_started("test")
-        return self.service.runner.server
+        return self.service.runner.transport
 
 
 def run_in_thread(agent: Any, message: str, **options: Any) -> Future[dict[str, Any]]:
@@ -170,7 +170,7 @@ class Gateway:
     @property
     def server(self) -> Any:
         """The DirectServer the gateway's LineUp platform serves."""
-        return self.adapter.svc.runner.server
+        return self.adapter.svc.runner.transport
 
     def settle(self, timeout: float = 60.0) -> None:
         """Block until the gateway finished handling every App message so far (the App session is idle).

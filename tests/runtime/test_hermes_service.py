@@ -18,6 +18,7 @@ from lineup_plugin.hub import failure
 from lineup_plugin.protocol.messages import ToolResult
 from lineup_plugin.runtime.hermes.service import TOOLSET, HermesService, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.lock import ServerLock
+from lineup_plugin.transports.direct.server import DirectServer
 
 
 class FakeContext:
@@ -112,8 +113,8 @@ def test_a_call_in_a_process_that_does_not_own_the_server_fails_naming_the_owner
 
 def test_the_first_process_to_need_the_server_owns_it_until_it_stops(service: HermesService) -> None:
     assert service.ensure_started("test") and service.ensure_started("again")
-    assert service.runner is not None and service.runner.server is not None
-    port = service.runner.server.port
+    assert service.runner is not None and isinstance(service.runner.transport, DirectServer)
+    port = service.runner.transport.port
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
     assert not ServerLock(service.settings.data_dir).acquire("cli")
@@ -135,9 +136,9 @@ def test_no_app_connected_is_a_clear_failure_not_a_hidden_tool(service: HermesSe
 
 def test_lineup_command_serves_the_app_and_shows_the_link(service: HermesService) -> None:
     reply = service.lineup_command()
-    assert service.serving and service.runner is not None and service.runner.server is not None
-    assert f"serving the App at {service.runner.server.url} (0 devices connected)" in reply
-    assert service.runner.server.connect_link in reply
+    assert service.serving and service.runner is not None and isinstance(service.runner.transport, DirectServer)
+    assert f"direct mode: the App at {service.runner.transport.url} (0 devices connected)" in reply
+    assert service.runner.transport.connect_link in reply
 
 
 def test_lineup_command_names_the_process_that_serves_the_app(service: HermesService) -> None:

@@ -90,7 +90,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
         if runner is None:
             coro.close()
             raise ConnectionError("the LineUp server is not running")
-        return await asyncio.wait_for(asyncio.wrap_future(runner.submit(coro)), SUBMIT_TIMEOUT)
+        return await asyncio.wait_for(asyncio.wrap_future(runner.submit(lambda: coro)), SUBMIT_TIMEOUT)
 
     async def send(
         self,
@@ -152,7 +152,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
         if runner is None or not runner.hub.connected:
             return SendResult(success=False, error="no LineUp App is connected")
         call_id = codec.new_id("call")
-        runner.submit(_ask(runner.hub, name, arguments, deadline, call_id, answer))
+        runner.submit(_ask, runner.hub, name, arguments, deadline, call_id, answer)
         return SendResult(success=True, message_id=call_id)
 
     # App → gateway -----------------------------------------------------------------------

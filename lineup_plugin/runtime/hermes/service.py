@@ -348,17 +348,20 @@ class HermesService:
 
     def _announce(self) -> None:
         log.info("%s", self.settings.describe_mode())
-        server = self.runner.server if self.runner is not None else None
-        if server is None:  # relay mode: the App reaches the agent through WuKongIM
+        assert self.runner is not None
+        transport = self.runner.transport
+        link = transport.connect_link
+        if link is None:  # relay mode: the App reaches the agent through WuKongIM
             if sys.stderr.isatty():
                 print(f"{EMOJI} {self.settings.describe_mode()}", file=sys.stderr)
             return
-        log.info("lineup: App at %s (token in %s or plugins.entries.lineup.token)", server.url, self.settings.data_dir)
+        where = transport.describe()
+        log.info("lineup: %s (token in %s or plugins.entries.lineup.token)", where, self.settings.data_dir)
         if sys.stderr.isatty():  # a person is watching this terminal; the link (with the token) never goes to logs
             from ...qr import terminal_qr
 
-            print(f"{EMOJI} LineUp App: open {server.connect_link} on your phone", file=sys.stderr)
-            print(terminal_qr(server.connect_link), file=sys.stderr)
+            print(f"{EMOJI} LineUp App: open {link} on your phone", file=sys.stderr)
+            print(terminal_qr(link), file=sys.stderr)
 
     def stop(self) -> None:
         """Stop the server (if this process runs it) and release the lock."""
@@ -379,7 +382,7 @@ class HermesService:
             coro.close()
             return False
         try:
-            runner.submit(coro)
+            runner.submit(lambda: coro)
         except Exception:  # stopping: the loop is gone (submit closed the coroutine)
             return False
         return True
@@ -582,12 +585,12 @@ class HermesService:
             owner = self.owner or self.lock.owner()
             return f"LineUp: the App is served by another Hermes process ({owner or 'unknown'})."
         assert self.runner is not None
-        server = self.runner.server
+        transport = self.runner.transport
         devices = len(self.runner.hub.peers)
-        where = server.url if server is not None else "the WuKongIM relay"
-        line = f"LineUp: serving the App at {where} ({devices} device{'s' if devices != 1 else ''} connected)."
-        if server is not None and not self.in_gateway:
-            line += f"\nOpen {server.connect_link} on your phone."
+        line = f"LineUp: {transport.describe()} ({devices} device{'s' if devices != 1 else ''} connected)."
+        link = transport.connect_link
+        if link is not None and not self.in_gateway:
+            line += f"\nOpen {link} on your phone."
         return line
 
 
