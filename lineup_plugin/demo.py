@@ -18,10 +18,8 @@ from typing import Any
 
 from .config.settings import Settings
 from .hub import Hub
-from .plugins import load_registry
 from .protocol.messages import ToolResult
 from .qr import terminal_qr
-from .store import open_store
 from .tools.registry import Registry
 from .transports.direct.server import DirectServer
 
@@ -61,15 +59,7 @@ class Demo:
         app_dir: Traversable | None = None,
     ) -> None:
         self.out = out or _say
-        self.hub = Hub(
-            registry if registry is not None else load_registry(),
-            store=open_store(settings),
-            agent_id=settings.agent_id,
-            deadline=settings.deadline,
-            deadlines=settings.deadlines,
-            on_text=self._on_text,
-            on_stop=self._on_stop,
-        )
+        self.hub = Hub.from_settings(settings, registry, on_text=self._on_text, on_stop=self._on_stop)
         self.server = DirectServer(self.hub, settings, app_dir=app_dir)
         #: how many times the script ran to its end
         self.finished = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -16,14 +17,17 @@ import pytest
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import ConfigError
+from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import third_party_plugins
-from lineup_plugin.protocol.messages import ToolResult
-from lineup_plugin.runtime.hermes.common import TOOLSET, clarify_answer, clarify_card, plugin_section
+from lineup_plugin.protocol.messages import ToolCancel, ToolResult
+from lineup_plugin.runtime.hermes import common
+from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.hermes.hooks import HOOKS, HermesHooks
 from lineup_plugin.runtime.hermes.install import register_command
 from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime
 from lineup_plugin.runtime.lock import ServerLock
 from lineup_plugin.transports.direct.server import DirectServer
+from lineup_plugin.transports.memory import MemoryApp
 
 
 class FakeManager:
@@ -141,6 +145,51 @@ def test_clarify_with_choices_is_a_choice_card_and_without_an_input_card() -> No
 def test_a_cards_result_becomes_the_clarify_answer(status: str, result: dict[str, Any], answer: str) -> None:
     card = ToolResult.model_validate({"call_id": "c", "status": status, "result": result})
     assert clarify_answer(card) == answer
+
+
+class RecordingAnswer(Answer):
+    """A Hermes wait that records the card's result; ``settled`` says it ended another way."""
+
+    def __init__(self, settled: bool) -> None:
+        self.resolved: list[ToolResult] = []
+        self.ended_elsewhere = settled
+
+    def resolve(self, result: ToolResult) -> None:
+        self.resolved.append(result)
+
+    def settled(self) -> bool:
+        return self.ended_elsewhere
+
+
+CHOICE = {"question": "Which database?", "options": ["sqlite", "postgres"]}
+
+
+async def test_a_card_for_a_hermes_wait_applies_the_apps_answer() -> None:
+    hub = Hub(load_registry(load_entrypoints=False))
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    answer = RecordingAnswer(settled=False)
+    asking = asyncio.create_task(ask(hub, "choice", CHOICE, 60, "card-1", answer))
+    await app.next("tool.call")
+    await app.send_payload(ToolResult(call_id="card-1", result={"selected": "sqlite", "index": 0}))
+    await asking
+    assert [(r.call_id, r.result) for r in answer.resolved] == [("card-1", {"selected": "sqlite", "index": 0})]
+
+
+async def test_a_card_whose_hermes_wait_ended_another_way_is_closed_and_answers_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(common, "SETTLE_POLL", 0.01)
+    hub = Hub(load_registry(load_entrypoints=False))
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    answer = RecordingAnswer(settled=True)  # e.g. the user typed the answer in the chat
+    asking = asyncio.create_task(ask(hub, "choice", CHOICE, 60, "card-2", answer))
+    await app.next("tool.call")
+    closed = (await app.next("tool.cancel")).payload
+    await asking
+    assert closed == ToolCancel(call_id="card-2", reason="answered in the chat")
+    assert answer.resolved == []
 
 
 # ----------------------------------------------------------------------------- tools

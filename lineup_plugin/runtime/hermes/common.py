@@ -3,6 +3,8 @@ role, and how Hermes' clarify and approval become LineUp cards."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +12,10 @@ from ...errors import ConfigError
 from . import compat
 
 if TYPE_CHECKING:
+    from ...hub import Hub
     from ...protocol.messages import ToolResult
+
+log = logging.getLogger(__name__)
 
 #: the plugin's name in Hermes (``plugins.enabled``, ``plugins.entries.<name>``, platform, toolset)
 PLUGIN = "lineup"
@@ -20,6 +25,8 @@ EMOJI = "📱"
 #: the App chat and user as the gateway sees them (LineUp has one human per agent)
 APP_CHAT = "app"
 APP_USER = "lineup-user"
+#: how often a card shown for Hermes checks whether Hermes' wait ended another way
+SETTLE_POLL = 0.5
 #: the keys of ``plugins.entries.<name>`` that Hermes reads for every plugin (not LineUp settings)
 HERMES_KEYS = frozenset({"allow_tool_override", "llm"})
 
@@ -92,3 +99,50 @@ def approval_timeout() -> float:
         return float(approvals.get("timeout", 60))
     except Exception:
         return 60.0
+
+
+class Answer:
+    """What to do with the result of a card shown for a Hermes wait, and how to tell that wait ended."""
+
+    def resolve(self, result: ToolResult) -> None:
+        """Apply the card's terminal result (runs on a worker thread)."""
+
+    def settled(self) -> bool:
+        """Whether Hermes' wait ended some other way: typed reply, ``/approve``, its own timeout..."""
+        return False
+
+
+async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, call_id: str, answer: Answer) -> None:
+    """On the hub's loop: show a card for a Hermes wait and apply its result; close it if the wait ended first.
+
+    The call and a watcher run in one task group. The watcher polls ``answer.settled`` every
+    :data:`SETTLE_POLL` seconds (Hermes has no event for it) and, once Hermes' wait ended another
+    way or ``deadline`` passed, cancels the card on every device — its result then answers
+    nothing. When the call ends on its own the watcher is cancelled and the result applied.
+    """
+    import anyio
+
+    closed = False
+
+    async def watch() -> None:
+        nonlocal closed
+        end = time.monotonic() + deadline
+        while True:
+            await anyio.sleep(SETTLE_POLL)
+            settled = await anyio.to_thread.run_sync(answer.settled)
+            if settled or time.monotonic() > end:
+                closed = True  # before the cancel, which ends the call
+                await hub.cancel(call_id, "answered in the chat" if settled else "no longer needed")
+                return
+
+    result: ToolResult | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        try:
+            result = await hub.call(name, arguments, deadline=deadline, call_id=call_id)
+        except Exception:
+            log.warning("lineup: %s card failed", name, exc_info=True)
+        if not closed:  # a watcher that is telling the devices is left to finish
+            tasks.cancel_scope.cancel()
+    if result is not None and not closed:
+        await anyio.to_thread.run_sync(answer.resolve, result)

@@ -23,18 +23,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from ...protocol import codec
 from . import compat
-from .common import APP_CHAT, APP_USER, PLATFORM, approval_timeout, clarify_answer, clarify_card, clarify_timeout
+from .common import (
+    APP_CHAT,
+    APP_USER,
+    PLATFORM,
+    Answer,
+    approval_timeout,
+    ask,
+    clarify_answer,
+    clarify_card,
+    clarify_timeout,
+)
 
 if TYPE_CHECKING:
-    from ...hub import Hub
     from ...protocol.messages import ToolResult
     from .runtime import HermesRuntime
 
@@ -42,8 +48,6 @@ log = logging.getLogger(__name__)
 
 #: how long the gateway waits for a hand-off to the hub before it gives up
 SUBMIT_TIMEOUT = 15.0
-#: how often a pending card checks whether Hermes' wait ended another way
-SETTLE_POLL = 0.5
 
 _api = compat.platform_api()
 
@@ -149,7 +153,7 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         }
         return self._card("confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
 
-    def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: _Answer) -> Any:
+    def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
         if not self.svc.app_connected:
             return _api.SendResult(success=False, error="no LineUp App is connected")
         call_id = codec.new_id("call")
@@ -189,18 +193,7 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         return asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
 
 
-class _Answer:
-    """What to do with a card's result, and how to tell the card was answered elsewhere."""
-
-    def resolve(self, result: ToolResult) -> None:
-        """Apply the card's terminal result."""
-
-    def settled(self) -> bool:
-        """Whether Hermes' wait ended some other way (typed reply, /approve, timeout...)."""
-        return False
-
-
-class _ClarifyAnswer(_Answer):
+class _ClarifyAnswer(Answer):
     def __init__(self, clarify_id: str, session_key: str) -> None:
         self.clarify_id = clarify_id
         self.session_key = session_key
@@ -212,7 +205,7 @@ class _ClarifyAnswer(_Answer):
         return not compat.clarify_pending(self.clarify_id, self.session_key)
 
 
-class _ApprovalAnswer(_Answer):
+class _ApprovalAnswer(Answer):
     def __init__(self, session_key: str) -> None:
         self.session_key = session_key
 
@@ -223,36 +216,3 @@ class _ApprovalAnswer(_Answer):
 
     def settled(self) -> bool:
         return not compat.approval_pending(self.session_key)
-
-
-async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, call_id: str, answer: _Answer) -> None:
-    """On the hub loop: show the card and apply its answer; close it if Hermes' wait ended first.
-
-    The call and a watcher run in one task group: the watcher polls ``answer.settled`` (Hermes
-    has no event for it) and cancels the call on the devices when Hermes' wait ended another way
-    or the deadline passed; once the call ended on its own, the watcher is cancelled.
-    """
-    closed = False
-
-    async def watch() -> None:
-        nonlocal closed
-        end = time.monotonic() + deadline
-        while True:
-            await anyio.sleep(SETTLE_POLL)
-            settled = await anyio.to_thread.run_sync(answer.settled)
-            if settled or time.monotonic() > end:
-                closed = True  # before the cancel, which ends the call: the card's result is not an answer
-                await hub.cancel(call_id, "answered in the chat" if settled else "no longer needed")
-                return
-
-    result: ToolResult | None = None
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(watch)
-        try:
-            result = await hub.call(name, arguments, deadline=deadline, call_id=call_id)
-        except Exception:
-            log.warning("lineup: %s card failed", name, exc_info=True)
-        if not closed:  # the watcher, not mid-cancel, may stop now
-            tasks.cancel_scope.cancel()
-    if result is not None and not closed:
-        await anyio.to_thread.run_sync(answer.resolve, result)
