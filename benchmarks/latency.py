@@ -82,8 +82,8 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     )
     await asyncio.to_thread(runner.start)
     stack.push_async_callback(asyncio.to_thread, runner.stop)
-    assert runner.server is not None
-    servers = [direct, normal, full, runner.server]
+    assert isinstance(runner.transport, DirectServer)
+    servers = [direct, normal, full, runner.transport]
     targets = [echo.target(), bare.target(), rigs.ws_target(deflate, deflate=True), *map(rigs.ws_target, servers)]
     await rigs.start_child(stack, "ws", rigs.TOKEN, *targets)
     memory_hub = rigs.new_hub()

@@ -9,8 +9,8 @@ Enable it in Hermes' ``config.yaml``::
           port: 9527
 
 Hermes imports this module and calls :func:`register` in every process it starts. Everything
-happens in :mod:`lineup_plugin.runtime.hermes.service`; this module stays small so that importing it
-costs nothing until Hermes actually enables the plugin.
+happens in :mod:`lineup_plugin.runtime.hermes` (:func:`~lineup_plugin.runtime.hermes.install.install`);
+this module stays small so that importing it costs nothing until Hermes actually enables the plugin.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def register(ctx: Any) -> None:
     "Failed to load plugin 'lineup': …" (``~/.hermes/logs/errors.log``) and loads nothing of
     LineUp; on a terminal the reason is also printed.
     """
-    from .runtime.hermes.service import install
+    from .runtime.hermes.install import install
 
     try:
         install(ctx)

@@ -187,6 +187,9 @@ class Hub:
                 await _maybe_await(self.on_stop(event.device_id) if self.on_stop else None)
             elif isinstance(event, ToolsChanged):
                 await _maybe_await(self.on_tools_changed() if self.on_tools_changed else None)
+                if event.reply_to is not None:  # the App asked for our tools: answer once the runtime has its own
+                    self.session.send_tool_list(event.reply_to)
+                    self._flush()
             elif isinstance(event, AppToolCall):
                 await self._run_for_app(event.link, event.request)
 

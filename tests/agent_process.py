@@ -17,6 +17,7 @@ import threading
 
 from lineup_plugin.config.settings import load_settings
 from lineup_plugin.runtime.loop import Runner
+from lineup_plugin.transports.direct.server import DirectServer
 
 QUESTION = {"question": "Deploy where?", "options": ["staging", "production"]}
 
@@ -29,14 +30,15 @@ def main() -> None:
     settings = load_settings({"mode": "direct", "host": "127.0.0.1", "port": 0, "data_dir": args.data_dir})
     runner = Runner(settings)
     runner.start()
-    assert runner.server is not None
+    server = runner.transport
+    assert isinstance(server, DirectServer)
     recovered = [
         {"call_id": c.call_id, "state": str(c.state), "message": c.result.result.get("message") if c.result else None}
         for c in runner.hub.recovered
     ]
-    print(json.dumps({"port": runner.server.port, "recovered": recovered}), flush=True)
+    print(json.dumps({"port": server.port, "recovered": recovered}), flush=True)
     if args.call:
-        runner.run(runner.server.wait_for_device())
+        runner.run(server.wait_for_device)
         result = runner.call_blocking("choice", QUESTION)
         print(json.dumps({"result": result.model_dump(mode="json")}), flush=True)
     threading.Event().wait()  # serve until killed

@@ -217,9 +217,9 @@ def test_an_answer_that_beats_the_interrupt_is_returned_not_lost(tmp_path: Path)
             pending = _Pending()
             waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, pending))
             await app.next("tool.call")
-            pending.interrupt()  # the interrupt, then the answer, both before the waiter wakes up
+            await pending.interrupt()  # the interrupt, then the answer, both before the waiter wakes up
             await app.send_payload(ToolResult(call_id="race-1", result=ANSWER))
             return await waiting
 
-        result = runner.run(race())
+        result = runner.run(race)
     assert (result.status, result.result) == ("completed", ANSWER)

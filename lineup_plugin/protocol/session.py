@@ -193,7 +193,13 @@ class StopRequested:
 
 @dataclass(frozen=True, slots=True)
 class ToolsChanged:
-    """Event: the tools an App declared changed (the runtime re-registers its tools)."""
+    """Event: the tools an App declared changed (the runtime re-registers its tools).
+
+    ``reply_to`` is the link that asked for the agent's tools with its declaration: once the
+    runtime has taken the change, answer it with :meth:`Session.send_tool_list`.
+    """
+
+    reply_to: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,9 +514,13 @@ class Session(Generic[L]):
                 message = f"tools already provided by the agent side: {skipped}"
                 self.reply(link, Error(code="tool_name_taken", message=message))
             self._audit("tools.declared", device_id=device_id, detail=",".join(t.name for t in listing.tools))
-            self._out.events.append(ToolsChanged())
-        if listing.request:
-            self.reply(link, ToolList(tools=self.catalog.agent_tools()))
+            self._out.events.append(ToolsChanged(reply_to=link if listing.request else None))
+        elif listing.request:
+            self.send_tool_list(link)
+
+    def send_tool_list(self, link: L) -> None:
+        """Send the agent's tools to the device on ``link`` (the answer to a ``tool.list`` with ``request``)."""
+        self.reply(link, ToolList(tools=self.catalog.agent_tools()))
 
     # ------------------------------------------------------------------------ from the agent
 

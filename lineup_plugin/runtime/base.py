@@ -1,6 +1,6 @@
 """The runtime-neutral adapter interface: what an agent runtime gives LineUp.
 
-A *runtime* is the agent framework the plugin lives in (Hermes Agent first). LineUp needs five
+A *runtime* is the agent framework the plugin lives in (Hermes Agent first). LineUp needs four
 things from it, which :class:`AgentRuntime` names:
 
 - **register a tool**: every LineUp tool becomes a native tool of the runtime, described by a
@@ -10,12 +10,17 @@ things from it, which :class:`AgentRuntime` names:
   the wait is alive (:meth:`AgentRuntime.heartbeat`) so it does not think the tool hung;
 - **deliver a user message**: text typed in the App goes to the agent under the runtime's own
   rules for a busy agent (interrupt, queue or steer);
-- **interrupt or steer a run**: the App's stop button stops the run; steering adds text to it;
-- **report status**: the agent's state is pushed to the App.
+- **interrupt or steer a run**: the App's stop button stops the run; steering adds text to it.
+
+The runtime tells LineUp when a run starts and ends (in its own way: hooks, callbacks); LineUp
+pushes the agent's status to the App itself (:meth:`LineUpService.report_status
+<lineup_plugin.runtime.service.LineUpService.report_status>`).
 
 :class:`ToolBridge` is the runtime-neutral half: it keeps the runtime's tools in step with the
 LineUp registry (built-in, plugin and App-declared tools) and turns each call into a blocking
 wait whose :class:`~lineup_plugin.protocol.ToolResult` reaches the model as JSON.
+:class:`~lineup_plugin.runtime.service.LineUpService` is the rest of the runtime-neutral work:
+settings, the server lock, the server and the hub's callbacks.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..protocol.messages import AgentState, ToolResult
+    from ..protocol.messages import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,8 @@ class AgentRuntime(ABC):
 
     #: the runtime's name, e.g. ``"hermes"``
     name: str = "runtime"
+    #: how messages for people name it, e.g. "another Hermes process"
+    label: str = "agent"
 
     @abstractmethod
     def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
@@ -134,9 +141,8 @@ class AgentRuntime(ABC):
     def steer(self, text: str) -> bool:
         """Add ``text`` to the current run without stopping it; False if none runs."""
 
-    @abstractmethod
-    def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Push the agent's state (thinking, waiting_input, idle...) to the user's devices."""
+    def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
+        """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""
 
 
 class ToolBridge:
@@ -184,18 +190,29 @@ class ToolBridge:
                 self._schemas[name] = wanted[name]
         return added, removed
 
+    def call_tool(
+        self, name: str, flat_args: dict[str, Any], *, label: str | None = None, deadline: float | None = None
+    ) -> ToolResult:
+        """Call tool ``name`` and wait, with the runtime's interrupt check and heartbeat (on its worker thread).
+
+        ``label`` is what the heartbeat says (default: waiting for the user to answer ``name``);
+        ``deadline`` defaults to the tool's.
+        """
+        started = time.monotonic()
+        said = label or f"waiting for the user to answer {name}"
+        return self.call(
+            name,
+            dict(flat_args or {}),
+            is_interrupted=self.runtime.is_interrupted,
+            heartbeat=lambda: self.runtime.heartbeat(said, started),
+            deadline=self.deadline_for(name) if deadline is None else deadline,
+        )
+
     def handler(self, name: str) -> ToolHandler:
         """The handler the runtime runs for tool ``name``."""
 
         def handle(flat_args: dict[str, Any]) -> str:
-            started = time.monotonic()
-            result = self.call(
-                name,
-                dict(flat_args or {}),
-                is_interrupted=self.runtime.is_interrupted,
-                heartbeat=lambda: self.runtime.heartbeat(f"waiting for the user to answer {name}", started),
-                deadline=self.deadline_for(name),
-            )
+            result = self.call_tool(name, flat_args)
             log.debug("tool %s ended %s", name, result.status)
             return result_json(result)
 

@@ -1,22 +1,27 @@
 """The hub and its transport on a background event loop, for runtimes whose tools are synchronous.
 
 A Hermes-style runtime calls its tools on worker threads and expects them to block. The hub and
-the transports are asyncio code. :class:`Runner` runs one asyncio loop on a daemon thread, builds
-the hub (with the store ``settings`` ask for) and the transport there once, and offers blocking
-entry points::
+the transports are asyncio code. :class:`Runner` runs them in an anyio blocking portal
+(:func:`anyio.from_thread.start_blocking_portal`: an asyncio loop on a daemon thread named
+``lineup-hub``) and offers blocking entry points::
 
     runner = Runner(settings, registry, on_text=deliver)   # hub options: on_text, on_stop, ...
-    runner.start()                                         # raises if the port cannot be bound
-    print(runner.server.connect_link)                      # direct mode: the DirectServer
+    runner.start()                                         # raises if the transport cannot start
+    print(runner.transport.describe(), runner.transport.connect_link)
     result = runner.call_blocking("choice", {"question": "...", "options": [...]},
                                   is_interrupted=agent_was_interrupted, heartbeat=touch, deadline=600)
-    runner.submit(runner.hub.send_text("done"))            # fire and forget; run() waits
+    runner.submit(runner.hub.send_text, "done")            # a task of the portal; run() waits for it
     runner.stop()
 
-The transport follows ``settings.effective_mode``: a :class:`~lineup_plugin.transports.direct.server.DirectServer`
-in direct mode, the WuKongIM :class:`~lineup_plugin.transports.wukongim.relay.Relay` in relay mode; pass
-``transport=`` to use another. The hub's callbacks (``on_text``...) run on the loop's thread:
+The hub is :meth:`Hub.from_settings <lineup_plugin.hub.Hub.from_settings>`; the transport is
+:func:`~lineup_plugin.transports.transport_for` (``settings.effective_mode``) unless
+``transport=`` builds another. The hub's callbacks (``on_text``...) run on the loop's thread:
 hand work back to the runtime's own threads from there.
+
+Structured concurrency: every task the runner starts is a task of the portal's task group — the
+serving task (the hub and the transport, entered as an async context), one task per blocking
+call, each submitted function — and :meth:`Runner.stop` ends the serving task (live calls are
+cancelled and the devices told) and then cancels whatever is left. Nothing is left running.
 """
 
 from __future__ import annotations
@@ -27,75 +32,47 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, AsyncExitStack
 from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ..config.settings import Settings
 from ..errors import TransportError
 from ..hub import Hub, failure
+from ..ports import Transport
 from ..protocol import codec
 from ..protocol.messages import ToolResult
 from ..tools.registry import Registry
 
-if TYPE_CHECKING:
-    from ..transports.direct.server import DirectServer
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Args = TypeVarTuple("Args")
 
-#: builds the transport for a hub; entered (``async with``) on the loop when the runner starts
-TransportFactory = Callable[[Hub], AbstractAsyncContextManager[Any]]
+#: builds the transport of a hub; entered (``async with``) on the loop when the runner starts
+TransportFactory = Callable[[Hub], Transport]
 
+#: the name of the portal's thread
+THREAD_NAME = "lineup-hub"
 INTERRUPTED = "the agent was interrupted"
 NOT_RUNNING = "the LineUp service is not running"
+SHUTTING_DOWN = "the agent is shutting down"
 #: seconds an interrupted call may take to be cancelled on the devices before call_blocking returns anyway
 CANCEL_GRACE = 10.0
 
 
-def default_transport(settings: Settings, *, app_dir: Traversable | None = None) -> TransportFactory:
-    """The transport ``settings.effective_mode`` asks for."""
-    if settings.effective_mode == "relay":
-        assert settings.wukongim is not None
-        wukongim = settings.wukongim
-
-        @asynccontextmanager
-        async def relay(hub: Hub) -> AsyncIterator[Any]:
-            from ..transports.wukongim.relay import Relay
-
-            client = Relay(wukongim, hub)
-            task = asyncio.create_task(client.run(), name="lineup-relay")
-            task.add_done_callback(_log_relay_end)
-            try:
-                yield client
-            finally:
-                await client.close()
-                await asyncio.wait([task])
-
-        return relay
-
-    def direct(hub: Hub) -> DirectServer:
-        from ..transports.direct.server import DirectServer
-
-        return DirectServer.from_settings(hub, settings, app_dir=app_dir)
-
-    return direct
-
-
-def _log_relay_end(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("lineup: the WuKongIM relay stopped: %s", task.exception())
-
-
 class Runner:
-    """Runs a hub and its transport on an asyncio loop in a daemon thread.
+    """Runs a hub and its transport in an anyio blocking portal (an asyncio loop on a daemon thread).
 
     The hub is built on the loop's thread from ``settings`` (store, agent id, deadlines),
     ``registry`` (default: every installed plugin's tools) and ``hub_options`` (``on_text``,
-    ``on_stop``, ``on_tools_changed``, ``conversation_id``...). Thread-safe: any thread may call
-    :meth:`call_blocking`, :meth:`run` and :meth:`submit`.
+    ``on_stop``, ``on_tools_changed``, ``conversation_id``...). Thread-safe: any thread but the
+    loop's may call :meth:`call_blocking`, :meth:`run` and :meth:`submit`.
     """
 
     def __init__(
@@ -109,34 +86,22 @@ class Runner:
     ) -> None:
         self.settings = settings
         self._registry = registry
-        self._transport_factory = transport or default_transport(settings, app_dir=app_dir)
+        self._make_transport = transport or (lambda hub: _transport_for(settings, hub, app_dir))
         self._hub_options = hub_options
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._portal_context: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self._serving: concurrent.futures.Future[None] | None = None
+        self._stopping: anyio.Event | None = None
         self._hub: Hub | None = None
-        self._transport: Any = None
-        self._stack: AsyncExitStack | None = None
+        self._transport: Transport | None = None
         self._lock = threading.Lock()
-
-    def _build_hub(self) -> Hub:
-        from ..plugins import load_registry
-        from ..store import open_store
-
-        return Hub(
-            self._registry if self._registry is not None else load_registry(),
-            store=open_store(self.settings),
-            agent_id=self.settings.agent_id,
-            deadline=self.settings.deadline,
-            deadlines=self.settings.deadlines,
-            **self._hub_options,
-        )
 
     # -------------------------------------------------------------------------- lifecycle
 
     @property
     def running(self) -> bool:
-        """Whether the loop thread is up and the hub started."""
-        return self._hub is not None and self._thread is not None and self._thread.is_alive()
+        """Whether the portal is up and the hub serves."""
+        return self._portal is not None and self._hub is not None
 
     @property
     def hub(self) -> Hub:
@@ -146,57 +111,52 @@ class Runner:
         return self._hub
 
     @property
-    def transport(self) -> Any:
-        """The running transport (a DirectServer, a Relay...), or None before :meth:`start`."""
+    def transport(self) -> Transport:
+        """The running transport: ``describe()`` and ``connect_link`` are for people."""
+        if self._transport is None:
+            raise TransportError(NOT_RUNNING)
         return self._transport
 
-    @property
-    def server(self) -> DirectServer | None:
-        """The DirectServer in direct mode (``.url``, ``.connect_link``, ``.port``), else None."""
-        from ..transports.direct.server import DirectServer
-
-        return self._transport if isinstance(self._transport, DirectServer) else None
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The background event loop."""
-        if self._loop is None:
-            raise TransportError(NOT_RUNNING)
-        return self._loop
-
     def start(self, timeout: float = 30.0) -> None:
-        """Start the thread, build the hub and enter the transport; once only (later calls do nothing).
+        """Start the portal, build the hub and enter the transport; once only (later calls do nothing).
 
-        Errors while starting (e.g. TransportError: the port is in use) are raised here, and the
-        thread is stopped again.
+        Errors while starting (e.g. TransportError: the port is in use; TimeoutError after
+        ``timeout`` seconds) are raised here, and the portal's thread is stopped again.
         """
         with self._lock:
-            if self._thread is not None:
+            if self._portal_context is not None:
                 return
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=self._main, args=(loop,), name="lineup-hub", daemon=True)
-            self._loop, self._thread = loop, thread
-            thread.start()
+            context = start_blocking_portal("asyncio", name=THREAD_NAME)
+            self._portal = context.__enter__()
+            self._portal_context = context
+            portal = self._portal
         try:
-            asyncio.run_coroutine_threadsafe(self._startup(), loop).result(timeout)
+            self._serving, _ = portal.start_task(self._serve, timeout, name="lineup-serve")
         except BaseException:
             self.stop()
             raise
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Cancel live calls (devices are told), close the transport and the store, end the thread."""
+        """Cancel live calls (devices are told), close the transport and the store, end the thread.
+
+        Waits ``timeout`` seconds for that; then every task still running is cancelled.
+        """
         with self._lock:
-            loop, thread = self._loop, self._thread
-            if loop is None or thread is None:
-                return
-            self._loop = self._thread = None
-        if thread.is_alive():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout)
-        self._hub = None
-        self._transport = None
+            context, portal, serving, stopping = self._portal_context, self._portal, self._serving, self._stopping
+            self._portal_context = self._portal = self._serving = self._stopping = None
+        if context is None or portal is None:
+            return
+        try:
+            if serving is not None and stopping is not None:
+                with contextlib.suppress(Exception):
+                    portal.start_task_soon(stopping.set)
+                    serving.result(timeout)
+            with contextlib.suppress(RuntimeError):  # the portal stopped already
+                portal.call(portal.stop, True)
+        finally:
+            context.__exit__(None, None, None)  # joins the thread
+            self._hub = None
+            self._transport = None
 
     def __enter__(self) -> Runner:
         self.start()
@@ -205,54 +165,41 @@ class Runner:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _main(self, loop: asyncio.AbstractEventLoop) -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_forever()
-            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
-
-    async def _startup(self) -> None:
-        hub = self._build_hub()
-        stack = AsyncExitStack()
-        try:
-            self._transport = await stack.enter_async_context(self._transport_factory(hub))
-        except BaseException:
-            await stack.aclose()
-            hub.store.close()
-            raise
-        self._stack = stack
-        self._hub = hub
-
-    async def _shutdown(self) -> None:
-        hub, stack = self._hub, self._stack
-        self._stack = None
-        if hub is not None:
-            await hub.cancel_all("the agent is shutting down")
-        if stack is not None:
-            await stack.aclose()
-        if hub is not None:
-            hub.store.close()
+    async def _serve(self, timeout: float, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The serving task: the hub and its transport, from start until :meth:`stop` sets ``stopping``."""
+        stopping = anyio.Event()
+        hub = Hub.from_settings(self.settings, self._registry, **self._hub_options)
+        async with AsyncExitStack() as stack:
+            stack.callback(hub.store.close)
+            with anyio.fail_after(timeout):
+                transport = await stack.enter_async_context(self._make_transport(hub))
+            self._hub, self._transport, self._stopping = hub, transport, stopping
+            task_status.started()
+            try:
+                await stopping.wait()
+            finally:
+                # before the transport closes, so that every device is told why its cards close
+                with anyio.move_on_after(CANCEL_GRACE, shield=True):
+                    await hub.cancel_all(SHUTTING_DOWN)
 
     # ------------------------------------------------------------------------------ calls
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coro`` on the loop; returns a concurrent future of its result."""
-        try:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop)
-        except BaseException:
-            coro.close()
-            raise
+    def submit(self, func: Callable[[*Args], Awaitable[T]], *args: *Args) -> concurrent.futures.Future[T]:
+        """Start ``func(*args)`` as a task of the portal; a concurrent future of its result.
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and block until it returns (e.g. ``run(hub.send_text("hi"))``)."""
-        return self.submit(coro).result(timeout)
+        Raises TransportError when the runner is not running.
+        """
+        portal = self._portal
+        if portal is None:
+            raise TransportError(NOT_RUNNING)
+        try:
+            return portal.start_task_soon(func, *args)
+        except RuntimeError as exc:  # the portal is stopping
+            raise TransportError(NOT_RUNNING) from exc
+
+    def run(self, func: Callable[[*Args], Awaitable[T]], *args: *Args) -> T:
+        """Run ``func(*args)`` on the loop and block until it returns (e.g. ``run(hub.send_text, "hi")``)."""
+        return self.submit(func, *args).result()
 
     def call_blocking(
         self,
@@ -278,24 +225,27 @@ class Runner:
             return failure(call_id, name, "cancelled", INTERRUPTED)
         pending = _Pending()
         try:
-            future = self.submit(self._interruptible(name, flat_args, call_id, deadline, pending))
-        except (TransportError, RuntimeError):
-            return failure(call_id, name, "failed", NOT_RUNNING, error="not_running")
+            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, pending)
+        except TransportError:
+            return _not_running(call_id, name)
         interrupted_at: float | None = None
         while True:
             try:
                 return future.result(timeout=poll)
             except concurrent.futures.TimeoutError:
                 pass
-            except concurrent.futures.CancelledError:
-                return failure(call_id, name, "failed", NOT_RUNNING, error="not_running")
+            except (concurrent.futures.CancelledError, TransportError):  # the runner stopped
+                return _not_running(call_id, name)
+            except Exception as exc:
+                log.warning("lineup: call %s (%s) failed", call_id, name, exc_info=True)
+                return failure(call_id, name, "failed", f"{type(exc).__name__}: {exc}", error="internal")
             if heartbeat is not None:
                 heartbeat()
             if interrupted_at is None and is_interrupted():
                 interrupted_at = time.monotonic()
                 try:
-                    self.loop.call_soon_threadsafe(pending.interrupt)
-                except (TransportError, RuntimeError):
+                    self.submit(pending.interrupt)
+                except TransportError:
                     return failure(call_id, name, "cancelled", INTERRUPTED)
             elif interrupted_at is not None and time.monotonic() - interrupted_at > CANCEL_GRACE:
                 future.cancel()
@@ -304,26 +254,38 @@ class Runner:
     async def _interruptible(
         self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, pending: _Pending
     ) -> ToolResult:
-        """The call, in the one task that :meth:`call_blocking` submitted; an interrupt cancels that task."""
-        if not pending.interrupted:
-            pending.task = asyncio.current_task()
-            options: dict[str, Any] = {"call_id": call_id}
-            if deadline is not None:
-                options["deadline"] = deadline
-            try:
-                return await self.hub.agent_call(name, flat_args, **options)
-            except asyncio.CancelledError:  # the hub cancelled the call on every device
-                if not pending.interrupted:  # the runner is stopping
-                    raise
-            # The hub may have accepted an answer just before the interrupt: its record wins.
-            ended = self.hub.store.get_call(call_id)
-            if ended is not None and ended.result is not None:
-                return ended.result
+        """The call, in the one task that :meth:`call_blocking` started; an interrupt cancels that task."""
+        if pending.interrupted:
+            return failure(call_id, name, "cancelled", INTERRUPTED)
+        hub = self.hub
+        task = asyncio.current_task()
+        pending.task = task
+        options: dict[str, Any] = {"call_id": call_id}
+        if deadline is not None:
+            options["deadline"] = deadline
+        try:
+            return await hub.agent_call(name, flat_args, **options)
+        except asyncio.CancelledError:  # the hub cancelled the call on every device, then re-raised
+            if not pending.interrupted:  # the runner is stopping
+                raise
+            if task is not None:
+                task.uncancel()  # this cancellation was ours, and ends here
+        finally:
+            pending.task = None
+        # The hub may have accepted an answer just before the interrupt: its record wins.
+        ended = hub.store.get_call(call_id)
+        if ended is not None and ended.result is not None:
+            return ended.result
         return failure(call_id, name, "cancelled", INTERRUPTED)
 
 
 class _Pending:
-    """One :meth:`Runner.call_blocking` call's task on the loop, and whether it was interrupted."""
+    """One :meth:`Runner.call_blocking` call's task on the loop, and whether it was interrupted.
+
+    The interrupt cancels the task itself (one ``CancelledError``, as the hub's contract has it:
+    the hub then awaits telling every device, which an anyio cancel scope, cancelling each
+    later await too, would cut short).
+    """
 
     __slots__ = ("interrupted", "task")
 
@@ -331,8 +293,18 @@ class _Pending:
         self.task: asyncio.Task[Any] | None = None
         self.interrupted = False
 
-    def interrupt(self) -> None:
-        """On the loop: cancel the call (a task not started yet returns ``cancelled`` at once)."""
+    async def interrupt(self) -> None:
+        """On the loop: cancel the call (a task not started yet returns ``cancelled`` at once); never suspends."""
         self.interrupted = True
         if self.task is not None:
             self.task.cancel()
+
+
+def _not_running(call_id: str, name: str) -> ToolResult:
+    return failure(call_id, name, "failed", NOT_RUNNING, error="not_running")
+
+
+def _transport_for(settings: Settings, hub: Hub, app_dir: Traversable | None) -> Transport:
+    from ..transports import transport_for
+
+    return transport_for(settings, hub, app_dir=app_dir)

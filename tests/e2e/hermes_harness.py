@@ -73,8 +73,14 @@ class Hermes:
 
     home: Path
     llm: ScriptedLLM
-    service: Any
+    #: the plugin's HermesRuntime in this process (``lineup_plugin.runtime.hermes.install.installed()``)
+    runtime: Any
     agents: list[Any] = field(default_factory=list)
+
+    @property
+    def service(self) -> Any:
+        """The runtime's LineUpService: settings, the server and its lock."""
+        return self.runtime.service
 
     def agent(self, *toolsets: str, attach: bool = True, **options: Any) -> Any:
         """A real ``AIAgent`` on the scripted LLM with ``toolsets`` (default: ``lineup``), attached to LineUp."""
@@ -92,7 +98,7 @@ class Hermes:
             **options,
         )
         if attach:
-            self.service.attach(agent)
+            self.runtime.attach(agent)
         self.agents.append(agent)
         return agent
 
@@ -100,7 +106,7 @@ class Hermes:
     def server(self) -> Any:
         """The running DirectServer (started here if no tool call started it yet)."""
         assert self.service.ensure_started("test")
-        return self.service.runner.server
+        return self.service.runner.transport
 
 
 def run_in_thread(agent: Any, message: str, **options: Any) -> Future[dict[str, Any]]:
@@ -141,17 +147,17 @@ def hermes_session(home: Path) -> Iterator[Hermes]:
         os.environ["HERMES_HOME"] = str(home)
         import model_tools  # noqa: F401 - runs Hermes' plugin discovery, which calls our register(ctx)
 
-        from lineup_plugin.runtime.hermes import service as runtime
+        from lineup_plugin.runtime.hermes.install import installed
 
-        service = runtime.service()
-        assert service is not None, "Hermes did not load the lineup plugin"
-        env = Hermes(home, llm, service)
+        runtime = installed()
+        assert runtime is not None, "Hermes did not load the lineup plugin"
+        env = Hermes(home, llm, runtime)
         try:
             yield env
         finally:
             for agent in env.agents:
-                service.detach(agent)
-            service.stop()
+                runtime.detach(agent)
+            runtime.service.stop()
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -170,7 +176,7 @@ class Gateway:
     @property
     def server(self) -> Any:
         """The DirectServer the gateway's LineUp platform serves."""
-        return self.adapter.svc.runner.server
+        return self.adapter.svc.runner.transport
 
     def settle(self, timeout: float = 60.0) -> None:
         """Block until the gateway finished handling every App message so far (the App session is idle).

@@ -357,8 +357,8 @@ from hermes_cli.plugins import get_plugin_manager
 from tools.registry import registry
 
 plugin = get_plugin_manager()._plugins.get("lineup")
-runtime = sys.modules.get("lineup_plugin.runtime.hermes.service")
-service = runtime.service() if runtime else None
+install = sys.modules.get("lineup_plugin.runtime.hermes.install")
+runtime = install.installed() if install else None
 with socket.socket() as probe:
     port_open = probe.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0
 print(json.dumps({
@@ -366,7 +366,7 @@ print(json.dumps({
     "error": plugin.error if plugin else None,
     "tools": sorted(registry.get_tool_names_for_toolset("lineup")),
     "imported": "lineup_plugin" in sys.modules,
-    "serving": bool(service and service.serving),
+    "serving": bool(runtime and runtime.service.serving),
     "port_open": port_open,
 }))
 """

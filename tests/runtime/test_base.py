@@ -9,7 +9,7 @@ import pytest
 
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.hub import failure
-from lineup_plugin.protocol.messages import AgentState, ToolList, ToolResult
+from lineup_plugin.protocol.messages import ToolList, ToolResult
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.runtime.base import AgentRuntime, ToolBridge, ToolHandler, result_json
 from lineup_plugin.tools.registry import function_schema
@@ -32,7 +32,6 @@ class FakeRuntime(AgentRuntime):
         self.tools: dict[str, tuple[dict[str, Any], ToolHandler]] = {}
         self.interrupted = False
         self.beats: list[tuple[str, float]] = []
-        self.statuses: list[tuple[AgentState, str | None]] = []
 
     def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
         self.tools[schema["name"]] = (schema, handler)
@@ -54,9 +53,6 @@ class FakeRuntime(AgentRuntime):
 
     def steer(self, text: str) -> bool:
         return False
-
-    def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        self.statuses.append((state, detail))
 
 
 class RecordingCall:

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from lineup_plugin import load_registry
@@ -14,6 +15,7 @@ from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import TransportError
 from lineup_plugin.protocol.messages import ToolCancel
 from lineup_plugin.runtime.loop import Runner
+from lineup_plugin.transports.direct.server import DirectServer
 from tests.wsapp import WsApp
 
 CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
@@ -36,9 +38,14 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
         yield running
 
 
+def server_of(runner: Runner) -> DirectServer:
+    """The runner's transport, which the settings make a DirectServer."""
+    assert isinstance(runner.transport, DirectServer)
+    return runner.transport
+
+
 async def test_call_blocking_returns_the_apps_answer(runner: Runner) -> None:
-    assert runner.server is not None
-    app = await WsApp.connect(runner.server, "phone")
+    app = await WsApp.connect(server_of(runner), "phone")
     blocking = asyncio.create_task(asyncio.to_thread(runner.call_blocking, "choice", CHOICE, poll=0.02))
     call = await app.next_call()
     await app.answer(call, selected="yes", index=0)
@@ -49,9 +56,8 @@ async def test_call_blocking_returns_the_apps_answer(runner: Runner) -> None:
 
 
 async def test_interrupt_cancels_the_call_on_every_device_and_returns_cancelled(runner: Runner) -> None:
-    assert runner.server is not None
-    phone = await WsApp.connect(runner.server, "phone")
-    laptop = await WsApp.connect(runner.server, "laptop")
+    phone = await WsApp.connect(server_of(runner), "phone")
+    laptop = await WsApp.connect(server_of(runner), "laptop")
     interrupted = threading.Event()
     beats: list[None] = []
     blocking = asyncio.create_task(
@@ -80,7 +86,7 @@ async def test_interrupt_cancels_the_call_on_every_device_and_returns_cancelled(
 def test_call_already_interrupted_sends_nothing(runner: Runner) -> None:
     result = runner.call_blocking("choice", CHOICE, is_interrupted=lambda: True)
     assert result.status == "cancelled"
-    assert runner.run(_pending_count(runner)) == 0
+    assert runner.run(_pending_count, runner) == 0
 
 
 async def _pending_count(runner: Runner) -> int:
@@ -95,8 +101,7 @@ def test_call_without_any_app_fails_saying_so(runner: Runner) -> None:
 async def test_stop_cancels_live_calls_and_closes_the_apps(tmp_path: Path) -> None:
     runner = Runner(make_settings(tmp_path), load_registry(load_entrypoints=False))
     runner.start()
-    assert runner.server is not None
-    app = await WsApp.connect(runner.server, "phone")
+    app = await WsApp.connect(server_of(runner), "phone")
     blocking = asyncio.create_task(asyncio.to_thread(runner.call_blocking, "choice", CHOICE, poll=0.02))
     call = await app.next_call()
     await asyncio.to_thread(runner.stop)
@@ -118,8 +123,7 @@ def test_calls_after_stop_fail_as_not_running(tmp_path: Path) -> None:
 
 
 def test_start_raises_when_the_port_is_taken_and_leaves_no_thread(tmp_path: Path, runner: Runner) -> None:
-    assert runner.server is not None
-    second = Runner(make_settings(tmp_path, port=runner.server.port), load_registry(load_entrypoints=False))
+    second = Runner(make_settings(tmp_path, port=server_of(runner).port), load_registry(load_entrypoints=False))
     before = set(threading.enumerate())
     with pytest.raises(TransportError, match="cannot listen on"):
         second.start()
@@ -131,5 +135,30 @@ def test_run_and_submit_execute_on_the_loop_thread(runner: Runner) -> None:
     async def where() -> str:
         return threading.current_thread().name
 
-    assert runner.run(where()) == "lineup-hub"
-    assert runner.submit(where()).result(5) == "lineup-hub"
+    assert runner.run(where) == "lineup-hub"
+    assert runner.submit(where).result(5) == "lineup-hub"
+
+
+def test_stop_cancels_every_task_the_runner_started_and_ends_its_thread(tmp_path: Path) -> None:
+    before = set(threading.enumerate())
+    runner = Runner(make_settings(tmp_path), load_registry(load_entrypoints=False))
+    runner.start()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    future = runner.submit(forever)
+    assert started.wait(5)
+    runner.stop()
+    assert future.cancelled()
+    assert set(threading.enumerate()) - before == set()
+    with pytest.raises(TransportError, match="not running"):
+        runner.submit(forever)
+
+
+def test_the_transport_follows_the_settings_and_describes_itself(runner: Runner) -> None:
+    server = server_of(runner)
+    assert runner.transport.describe() == f"direct mode: the App at {server.url}"
+    assert runner.transport.connect_link == server.connect_link

@@ -8,8 +8,10 @@ choices) and a dangerous-command approval as a ``confirm`` card; the App's stop 
 Hermes' ``/stop``.
 
 The adapter runs on the gateway's event loop; the LineUp hub runs on the server's own loop
-thread. Calls between them go through ``runner.submit`` (gateway → hub) and
-``asyncio.run_coroutine_threadsafe`` (hub → gateway).
+thread. Calls between them go through :meth:`LineUpService.on_hub
+<lineup_plugin.runtime.service.LineUpService.on_hub>` (gateway → hub: a task of the server's
+portal) and ``asyncio.run_coroutine_threadsafe`` (hub → gateway). While connected, the adapter
+is the runtime's :class:`~.runtime.GatewayHost` (where App text and the stop button go).
 
 The App authenticated with the LineUp token (direct) or is the one configured WuKongIM user
 (relay) before any of its messages reach the hub, so the adapter declares
@@ -21,34 +23,45 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gateway.config import Platform
-from gateway.platforms.base import BasePlatformAdapter, MessageEvent, MessageType, SendResult
-
 from ...protocol import codec
-from .service import APP_CHAT, APP_USER, PLATFORM, approval_timeout, clarify_answer, clarify_card, clarify_timeout
+from . import compat
+from .common import (
+    APP_CHAT,
+    APP_USER,
+    PLATFORM,
+    Answer,
+    approval_timeout,
+    ask,
+    clarify_answer,
+    clarify_card,
+    clarify_timeout,
+)
 
 if TYPE_CHECKING:
-    from .service import HermesService
+    from ...protocol.messages import ToolResult
+    from .runtime import HermesRuntime
 
 log = logging.getLogger(__name__)
 
 #: how long the gateway waits for a hand-off to the hub before it gives up
 SUBMIT_TIMEOUT = 15.0
 
+_api = compat.platform_api()
 
-class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is untyped
+
+class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined]  # Hermes is untyped
     """Hermes' view of the LineUp App: one chat with the App user, spread over their devices."""
 
     authorization_is_upstream = True
     supports_async_delivery = True
 
-    def __init__(self, config: Any, svc: HermesService) -> None:
-        super().__init__(config=config, platform=Platform(PLATFORM))
-        self.svc = svc
+    def __init__(self, config: Any, runtime: HermesRuntime) -> None:
+        super().__init__(config=config, platform=_api.Platform(PLATFORM))
+        self.runtime = runtime
+        self.svc = runtime.service
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -64,33 +77,26 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
             serving = await asyncio.to_thread(self.svc.ensure_started, "gateway platform connect", role="gateway")
         except Exception as exc:
             log.error("lineup: cannot start the server: %s", exc)
-            self._set_fatal_error("start_failed", str(exc), retryable=True)
+            compat.set_fatal_error(self, "start_failed", str(exc), retryable=True)
             return False
         if not serving:
             owner = self.svc.owner
             message = f"the LineUp server is owned by another Hermes process ({owner or 'unknown'})"
-            self._set_fatal_error("lock_conflict", message, retryable=True)
+            compat.set_fatal_error(self, "lock_conflict", message, retryable=True)
             return False
         self._loop = asyncio.get_running_loop()
-        self.svc.adapter = self
-        self._mark_connected()
+        self.runtime.gateway.adapter = self
+        compat.mark_connected(self)
         return True
 
     async def disconnect(self) -> None:
         """The gateway stops: stop the LineUp server."""
-        self._mark_disconnected()
-        if self.svc.adapter is self:
-            self.svc.adapter = None
+        compat.mark_disconnected(self)
+        if self.runtime.gateway.adapter is self:
+            self.runtime.gateway.adapter = None
         await asyncio.to_thread(self.svc.stop)
 
     # gateway → App -----------------------------------------------------------------------
-
-    async def _on_hub(self, coro: Any) -> Any:
-        runner = self.svc.runner
-        if runner is None:
-            coro.close()
-            raise ConnectionError("the LineUp server is not running")
-        return await asyncio.wait_for(asyncio.wrap_future(runner.submit(coro)), SUBMIT_TIMEOUT)
 
     async def send(
         self,
@@ -100,14 +106,14 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
         metadata: dict[str, Any] | None = None,
     ) -> Any:
         """An agent reply: a ``text`` message to every device of the App user."""
-        runner = self.svc.runner
-        if runner is None:
-            return SendResult(success=False, error="the LineUp server is not running")
+        sent = self.svc.on_hub(lambda hub: hub.send_text(content))
+        if sent is None:
+            return _api.SendResult(success=False, error="the LineUp server is not running")
         try:
-            await self._on_hub(runner.hub.send_text(content))
+            await asyncio.wait_for(asyncio.wrap_future(sent), SUBMIT_TIMEOUT)
         except Exception as exc:
-            return SendResult(success=False, error=str(exc))
-        return SendResult(success=True, message_id=codec.new_id("text"))
+            return _api.SendResult(success=False, error=str(exc))
+        return _api.SendResult(success=True, message_id=codec.new_id("text"))
 
     async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
         """The App shows the agent's status (``agent.status``) instead of a typing indicator."""
@@ -127,7 +133,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
     ) -> Any:
         """Hermes' clarify as a ``choice`` card (``input`` without choices); the answer resolves it."""
         name, arguments = clarify_card(question, choices)
-        return await self._card(name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
+        return self._card(name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
 
     async def send_exec_approval(
         self,
@@ -145,15 +151,15 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
             "details": command,
             "risk": "system_permission",
         }
-        return await self._card("confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
+        return self._card("confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
 
-    async def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: _Answer) -> Any:
-        runner = self.svc.runner
-        if runner is None or not runner.hub.connected:
-            return SendResult(success=False, error="no LineUp App is connected")
+    def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
+        if not self.svc.app_connected:
+            return _api.SendResult(success=False, error="no LineUp App is connected")
         call_id = codec.new_id("call")
-        runner.submit(_ask(runner.hub, name, arguments, deadline, call_id, answer))
-        return SendResult(success=True, message_id=call_id)
+        if self.svc.on_hub(lambda hub: ask(hub, name, arguments, deadline, call_id, answer)) is None:
+            return _api.SendResult(success=False, error="the LineUp server is not running")
+        return _api.SendResult(success=True, message_id=call_id)
 
     # App → gateway -----------------------------------------------------------------------
 
@@ -168,7 +174,7 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
         is not running.
         """
         loop = self._loop
-        if loop is None or loop.is_closed() or not self._message_handler:
+        if loop is None or loop.is_closed() or not compat.takes_messages(self):
             return None
         source = self.build_source(
             chat_id=APP_CHAT,
@@ -177,95 +183,36 @@ class LineUpAdapter(BasePlatformAdapter):  # type: ignore[misc]  # Hermes is unt
             user_id=APP_USER,
             user_name=sender,
         )
-        event = MessageEvent(
+        event = _api.MessageEvent(
             text=text,
-            message_type=MessageType.TEXT,
+            message_type=_api.MessageType.TEXT,
             source=source,
             message_id=codec.new_id("msg"),
             timestamp=datetime.now(),
         )
         return asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
 
-    def cached_agents(self) -> list[Any]:
-        """The gateway's cached agents of App sessions (to refresh their tool lists)."""
-        runner = getattr(self, "gateway_runner", None)
-        cache = getattr(runner, "_agent_cache", None)
-        lock = getattr(runner, "_agent_cache_lock", None)
-        if not cache or lock is None:
-            return []
-        with lock:
-            entries = [entry for key, entry in cache.items() if f":{PLATFORM}:" in str(key)]
-        agents = [entry[0] if isinstance(entry, tuple) else entry for entry in entries]
-        return [agent for agent in agents if agent is not None]
 
-
-class _Answer:
-    """What to do with a card's result, and how to tell the card was answered elsewhere."""
-
-    def resolve(self, result: Any) -> None:
-        """Apply the card's terminal result."""
-
-    def settled(self) -> bool:
-        """Whether Hermes' wait ended some other way (typed reply, /approve, timeout...)."""
-        return False
-
-
-class _ClarifyAnswer(_Answer):
+class _ClarifyAnswer(Answer):
     def __init__(self, clarify_id: str, session_key: str) -> None:
         self.clarify_id = clarify_id
         self.session_key = session_key
 
-    def resolve(self, result: Any) -> None:
-        from tools.clarify_gateway import resolve_gateway_clarify
-
-        resolve_gateway_clarify(self.clarify_id, clarify_answer(result))
+    def resolve(self, result: ToolResult) -> None:
+        compat.resolve_clarify(self.clarify_id, clarify_answer(result))
 
     def settled(self) -> bool:
-        from tools import clarify_gateway
-
-        entries = getattr(clarify_gateway, "_entries", None)
-        if isinstance(entries, dict):  # exact: this clarify is no longer pending
-            return self.clarify_id not in entries
-        return not clarify_gateway.has_pending(self.session_key)
+        return not compat.clarify_pending(self.clarify_id, self.session_key)
 
 
-class _ApprovalAnswer(_Answer):
+class _ApprovalAnswer(Answer):
     def __init__(self, session_key: str) -> None:
         self.session_key = session_key
 
-    def resolve(self, result: Any) -> None:
-        from tools.approval import resolve_gateway_approval
-
+    def resolve(self, result: ToolResult) -> None:
         approved = result.status == "completed" and bool(result.result.get("approved"))
         if result.status in {"completed", "rejected"}:
-            resolve_gateway_approval(self.session_key, "once" if approved else "deny")
+            compat.resolve_approval(self.session_key, "once" if approved else "deny")
 
     def settled(self) -> bool:
-        from tools.approval import has_blocking_approval
-
-        return not has_blocking_approval(self.session_key)
-
-
-#: how often a pending card checks whether Hermes' wait ended another way
-SETTLE_POLL = 0.5
-
-
-async def _ask(hub: Any, name: str, arguments: dict[str, Any], deadline: float, call_id: str, answer: _Answer) -> None:
-    """On the hub loop: show the card, apply its answer; close it if Hermes' wait ended first."""
-    card = asyncio.ensure_future(hub.call(name, arguments, deadline=deadline, call_id=call_id))
-    end = time.monotonic() + deadline
-    while not card.done():
-        await asyncio.wait({card}, timeout=SETTLE_POLL)
-        if card.done():
-            break
-        settled = await asyncio.to_thread(answer.settled)
-        if settled or time.monotonic() > end:
-            await hub.cancel(call_id, "answered in the chat" if settled else "no longer needed")
-            await card
-            return
-    try:
-        result = card.result()
-    except Exception:
-        log.warning("lineup: %s card failed", name, exc_info=True)
-        return
-    await asyncio.to_thread(answer.resolve, result)
+        return not compat.approval_pending(self.session_key)

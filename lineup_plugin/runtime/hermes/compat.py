@@ -1,0 +1,232 @@
+"""Every use of Hermes beyond the plugin context's ``register_*`` methods, one named function each.
+
+Hermes Agent has no stable API for most of what LineUp needs: its per-thread interrupt flag,
+the activity heartbeat, the gateway's clarify and approval waits, the plugin manager's tables,
+the interactive CLI object, the gateway's agent cache. Each reach into Hermes is here, behind a
+function named for what it does, so that a Hermes upgrade that moves one breaks one function —
+and ``tests/runtime/test_hermes_compat.py`` fails naming it. Nothing else in LineUp imports a
+Hermes module or touches a Hermes attribute whose name starts with ``_``.
+
+Hermes modules are imported inside the functions: the plugin's ``register(ctx)`` runs in every
+Hermes process and must stay cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+__all__ = [
+    "approval_pending",
+    "clarify_pending",
+    "clarify_timeout",
+    "cli_agent_running",
+    "cli_of",
+    "forget_plugin_tool",
+    "gateway_agents",
+    "in_gateway_process",
+    "interactive_cli",
+    "is_interrupted",
+    "load_config",
+    "mark_connected",
+    "mark_disconnected",
+    "platform_api",
+    "refresh_agent_tools",
+    "resolve_approval",
+    "resolve_clarify",
+    "set_fatal_error",
+    "slash_commands_loaded",
+    "store_plugin_command",
+    "takes_messages",
+    "touch_activity",
+]
+
+#: what Hermes' gateway sets in its own environment (``gateway/run.py``)
+GATEWAY_ENV = "_HERMES_GATEWAY"
+
+
+# ------------------------------------------------------------------------- process and config
+
+
+def in_gateway_process() -> bool:
+    """Whether this process is Hermes' gateway (it sets ``_HERMES_GATEWAY=1`` once it starts)."""
+    return os.environ.get(GATEWAY_ENV) == "1"
+
+
+def interactive_cli() -> Any:
+    """The interactive CLI of this process (the plugin manager's ``_cli_ref``), or None."""
+    from hermes_cli.plugins import get_plugin_manager
+
+    return getattr(get_plugin_manager(), "_cli_ref", None)
+
+
+def load_config() -> Mapping[str, Any]:
+    """Hermes' ``config.yaml`` as Hermes reads it (``hermes_cli.config.load_config``)."""
+    from hermes_cli.config import load_config as hermes_load_config
+
+    config = hermes_load_config()
+    return config if isinstance(config, Mapping) else {}
+
+
+def clarify_timeout() -> float:
+    """Hermes' ``agent.clarify_timeout`` in seconds (``tools.clarify_gateway.get_clarify_timeout``)."""
+    from tools.clarify_gateway import get_clarify_timeout
+
+    return float(get_clarify_timeout())
+
+
+# ------------------------------------------------------------------------- plugin context
+
+
+def cli_of(ctx: Any) -> Any:
+    """The interactive CLI the plugin context's manager knows (``ctx._manager._cli_ref``), or None."""
+    return getattr(getattr(ctx, "_manager", None), "_cli_ref", None)
+
+
+def cli_agent_running(cli: Any) -> Any:
+    """The CLI's agent while it is in a turn (``cli._agent_running``), else None."""
+    return getattr(cli, "agent", None) if getattr(cli, "_agent_running", False) else None
+
+
+def forget_plugin_tool(ctx: Any, name: str) -> None:
+    """Remove tool ``name`` from Hermes' registry and from the plugin manager's tool names.
+
+    Hermes has no ``unregister_tool``: ``tools.registry.registry.deregister`` and the manager's
+    ``_plugin_tool_names`` set (which ``ctx.register_tool`` adds to) are what it would undo.
+    """
+    from tools.registry import registry
+
+    registry.deregister(name)
+    names = getattr(getattr(ctx, "_manager", None), "_plugin_tool_names", None)
+    if isinstance(names, set):
+        names.discard(name)
+
+
+def slash_commands_loaded() -> bool:
+    """Whether Hermes' slash-command module (``hermes_cli.commands``, with prompt_toolkit) is loaded."""
+    return "hermes_cli.commands" in sys.modules
+
+
+def store_plugin_command(ctx: Any, name: str, handler: Callable[[str], Any], description: str) -> bool:
+    """Store a slash command as ``ctx.register_command`` would, without its built-in name check.
+
+    Writes the entry ``register_command`` writes into the manager's ``_plugin_commands``. False
+    (and nothing stored) when the context has no such table or no manifest.
+    """
+    commands = getattr(getattr(ctx, "_manager", None), "_plugin_commands", None)
+    manifest = getattr(ctx, "manifest", None)
+    if not isinstance(commands, dict) or manifest is None:
+        return False
+    commands[name] = {"handler": handler, "description": description, "plugin": manifest.name, "args_hint": ""}
+    return True
+
+
+# ------------------------------------------------------------------------- agent runs
+
+
+def is_interrupted() -> bool:
+    """Hermes' per-thread interrupt flag (``tools.interrupt.is_interrupted``)."""
+    from tools.interrupt import is_interrupted as hermes_is_interrupted
+
+    return bool(hermes_is_interrupted())
+
+
+def touch_activity(state: dict[str, float], label: str) -> None:
+    """Hermes' activity heartbeat (``tools.environments.base.touch_activity_if_due``; it rate-limits)."""
+    from tools.environments.base import touch_activity_if_due
+
+    touch_activity_if_due(state, label)
+
+
+def refresh_agent_tools(agent: Any) -> None:
+    """Rebuild a live agent's tool list from Hermes' registry (``tools.mcp_tool.refresh_agent_mcp_tools``)."""
+    from tools.mcp_tool import refresh_agent_mcp_tools
+
+    refresh_agent_mcp_tools(agent, quiet_mode=True)
+
+
+# ------------------------------------------------------------------------- gateway
+
+
+class PlatformAPI(NamedTuple):
+    """The gateway classes a platform plugin builds on."""
+
+    BasePlatformAdapter: type[Any]
+    MessageEvent: type[Any]
+    MessageType: Any
+    SendResult: type[Any]
+    Platform: type[Any]
+
+
+def platform_api() -> PlatformAPI:
+    """``gateway.platforms.base`` and ``gateway.config.Platform`` (imported by the gateway only)."""
+    from gateway.config import Platform
+    from gateway.platforms.base import BasePlatformAdapter, MessageEvent, MessageType, SendResult
+
+    return PlatformAPI(BasePlatformAdapter, MessageEvent, MessageType, SendResult, Platform)
+
+
+def mark_connected(adapter: Any) -> None:
+    """Tell the gateway the platform is up (``BasePlatformAdapter._mark_connected``)."""
+    adapter._mark_connected()
+
+
+def mark_disconnected(adapter: Any) -> None:
+    """Tell the gateway the platform is down (``BasePlatformAdapter._mark_disconnected``)."""
+    adapter._mark_disconnected()
+
+
+def set_fatal_error(adapter: Any, code: str, message: str, *, retryable: bool) -> None:
+    """Report why the platform cannot connect (``BasePlatformAdapter._set_fatal_error``)."""
+    adapter._set_fatal_error(code, message, retryable=retryable)
+
+
+def takes_messages(adapter: Any) -> bool:
+    """Whether the gateway has given the adapter its message handler (``_message_handler``)."""
+    return bool(getattr(adapter, "_message_handler", None))
+
+
+def gateway_agents(adapter: Any, platform: str) -> list[Any]:
+    """The gateway's cached agents of ``platform`` sessions (``gateway_runner._agent_cache``)."""
+    runner = getattr(adapter, "gateway_runner", None)
+    cache = getattr(runner, "_agent_cache", None)
+    lock = getattr(runner, "_agent_cache_lock", None)
+    if not cache or lock is None:
+        return []
+    with lock:
+        entries = [entry for key, entry in cache.items() if f":{platform}:" in str(key)]
+    agents = [entry[0] if isinstance(entry, tuple) else entry for entry in entries]
+    return [agent for agent in agents if agent is not None]
+
+
+def resolve_clarify(clarify_id: str, answer: str) -> None:
+    """Answer a gateway clarify (``tools.clarify_gateway.resolve_gateway_clarify``)."""
+    from tools.clarify_gateway import resolve_gateway_clarify
+
+    resolve_gateway_clarify(clarify_id, answer)
+
+
+def clarify_pending(clarify_id: str, session_key: str) -> bool:
+    """Whether gateway clarify ``clarify_id`` still waits (exactly, through the module's ``_entries``)."""
+    from tools import clarify_gateway
+
+    entries = getattr(clarify_gateway, "_entries", None)
+    if isinstance(entries, dict):
+        return clarify_id in entries
+    return bool(clarify_gateway.has_pending(session_key))
+
+
+def resolve_approval(session_key: str, choice: str) -> None:
+    """Answer a dangerous-command approval: ``once`` or ``deny`` (``tools.approval.resolve_gateway_approval``)."""
+    from tools.approval import resolve_gateway_approval
+
+    resolve_gateway_approval(session_key, choice)
+
+
+def approval_pending(session_key: str) -> bool:
+    """Whether an approval of the session still blocks (``tools.approval.has_blocking_approval``)."""
+    from tools.approval import has_blocking_approval
+
+    return bool(has_blocking_approval(session_key))

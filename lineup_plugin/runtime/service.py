@@ -1,0 +1,328 @@
+"""LineUp inside one agent process, whatever the runtime: settings, tools, the server and its lock.
+
+:class:`LineUpService` is the runtime-neutral orchestration an adapter (Hermes today; an MCP
+server, say, tomorrow) builds on:
+
+- **settings and registry, made on first use**: either may be given as a function that makes it,
+  so an agent's start pays for neither (the tools it registers meanwhile are plain function
+  schemas);
+- **one server per data directory**: :meth:`LineUpService.ensure_started` takes the OS file lock
+  (:mod:`.lock`) and runs the hub and its transport in a :class:`~.loop.Runner`; another process
+  that needs the server is told which process owns it;
+- **the blocking call**: :meth:`LineUpService.call_blocking` (what the runtime's tools run, through
+  :class:`~.base.ToolBridge`) starts the server if nobody serves yet, pushes ``waiting_input``
+  to the App while the user answers, then ``running``;
+- **the hub's callbacks**: App text goes to :meth:`AgentRuntime.deliver_message
+  <lineup_plugin.runtime.base.AgentRuntime.deliver_message>`; the App's stop button to
+  :meth:`~lineup_plugin.runtime.base.AgentRuntime.interrupt` (on a worker thread, so a runtime may
+  wait for its run to stop), then every open card is closed; App-declared tools become runtime
+  tools (:meth:`LineUpService.sync_tools`).
+
+With no App connected every tool stays visible to the model, and a call ends ``failed`` with
+"no LineUp App is connected; ask the user to open the App" (hiding tools would change the tool
+list, and the prompt cache with it, each time a phone locks its screen, and the model could not
+tell the user why it cannot ask).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import TransportError
+from .base import AgentRuntime, ToolBridge
+from .lock import Owner, ServerLock
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..hub import Hub
+    from ..protocol.messages import AgentState, ToolResult
+    from ..tools.registry import Registry
+    from .loop import Runner
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: what the App is told when its text reaches no agent
+NOT_TAKING_MESSAGES = "The agent is not taking messages from the App right now."
+#: why the App's stop button closes the cards still open
+STOPPED_BY_USER = "stopped by the user"
+
+
+class LineUpService:
+    """LineUp in one agent process: settings, tools, the server lock, and (maybe) the server.
+
+    ``settings`` and ``registry`` may be given as functions that make them: they then run on first
+    use (the server's start, or a tool call). Until the registry is loaded the tools registered
+    with the runtime are the function schemas ``tools``. ``role`` says what kind of process this
+    is (written in the lock file for the other processes' messages); a function is asked each
+    time it is needed.
+    """
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        settings: Settings | Callable[[], Settings],
+        registry: Registry | Callable[[], Registry],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        role: str | Callable[[], str] = "process",
+    ) -> None:
+        self.runtime = runtime
+        self._settings: Settings | None = None if callable(settings) else settings
+        self._make_settings: Callable[[], Settings] | None = settings if callable(settings) else None
+        self._registry: Registry | None = None if callable(registry) else registry
+        self._make_registry: Callable[[], Registry] | None = registry if callable(registry) else None
+        self._tools = tools
+        self._role = role
+        self._started_as: str | None = None
+        self._lock: ServerLock | None = None
+        self._start_lock = threading.RLock()
+        self._refused_logged = False
+        self.runner: Runner | None = None
+        self.owner: Owner | None = None
+        self.bridge = ToolBridge(runtime, self, self.call_blocking, deadline_for=self.deadline_for)
+
+    # settings and tools, made on first use ----------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """LineUp's settings (validated by the model on first use)."""
+        if self._settings is None:
+            with self._start_lock:
+                if self._settings is None:
+                    assert self._make_settings is not None
+                    self._settings = self._make_settings()
+        return self._settings
+
+    @property
+    def registry(self) -> Registry:
+        """The registry of every tool (loaded on first use)."""
+        if self._registry is None:
+            with self._start_lock:
+                if self._registry is None:
+                    assert self._make_registry is not None
+                    self._registry = self._make_registry()
+        return self._registry
+
+    @property
+    def lock(self) -> ServerLock:
+        """The lock on the data directory that the process serving the App holds."""
+        if self._lock is None:
+            with self._start_lock:
+                if self._lock is None:
+                    self._lock = ServerLock(self.settings.data_dir)
+        return self._lock
+
+    def function_schemas(self) -> list[dict[str, Any]]:
+        """The tools to register with the runtime: the registry's once loaded, else the schemas given."""
+        if self._registry is None and self._tools is not None:
+            return list(self._tools)
+        return self.registry.function_schemas()
+
+    def deadline_for(self, name: str) -> float:
+        """The wait deadline of tool ``name`` (``deadlines.<name>``, else ``deadline``)."""
+        return self.settings.deadlines.get(name, self.settings.deadline)
+
+    def sync_tools(self) -> None:
+        """Register new tools with the runtime, remove gone ones, and have it refresh what it cached."""
+        added, removed = self.bridge.sync()
+        if added or removed:
+            log.info("lineup: tools changed (+%s -%s)", added, removed)
+            self.runtime.tools_changed()
+
+    # server lifecycle ------------------------------------------------------------------
+
+    @property
+    def role(self) -> str:
+        """What kind of process this is (``gateway``, ``cli``, ``process``...): as started, else as ``role`` says."""
+        if self._started_as is not None:
+            return self._started_as
+        return self._role() if callable(self._role) else self._role
+
+    @property
+    def serving(self) -> bool:
+        """Whether this process owns the running server."""
+        return self.runner is not None
+
+    @property
+    def app_connected(self) -> bool:
+        """Whether this process serves and at least one App device is connected."""
+        runner = self.runner
+        try:
+            return runner is not None and runner.hub.connected
+        except TransportError:  # stopping
+            return False
+
+    def ensure_started(self, reason: str, *, role: str | None = None) -> bool:
+        """Start the server here unless another process owns it; True when this process serves.
+
+        Idempotent and thread-safe. ``reason`` is logged (gateway connect, session start...);
+        ``role`` overrides what this process is taken for until :meth:`stop`.
+        """
+        with self._start_lock:
+            if self.runner is not None:
+                return True
+            if role is not None:
+                self._started_as = role
+            if not self.lock.acquire(self.role):
+                self.owner = self.lock.owner()
+                if not self._refused_logged:
+                    log.info("lineup: the server runs in another process (%s)", self.owner or "unknown")
+                    self._refused_logged = True
+                return False
+            try:
+                from .loop import Runner  # the server's code is loaded by the process that serves
+
+                runner = Runner(
+                    self.settings,
+                    self.registry,
+                    on_text=self._on_text,
+                    on_stop=self._on_stop,
+                    on_tools_changed=self._on_tools_changed,
+                )
+                runner.start()
+            except BaseException:
+                self.lock.release()
+                raise
+            self.runner = runner
+            self.owner = None
+            log.info("lineup: serving the App for this %s process (%s)", self.role, reason)
+            self._announce(runner)
+            return True
+
+    def _announce(self, runner: Runner) -> None:
+        transport = runner.transport
+        log.info("%s", self.settings.describe_mode())
+        log.info("lineup: %s", transport.describe())
+        if not sys.stderr.isatty():
+            return
+        # a person is watching this terminal; the link (with the token) never goes to logs
+        link = transport.connect_link
+        if link is None:
+            print(f"📱 LineUp {transport.describe()}", file=sys.stderr)
+            return
+        from ..qr import terminal_qr
+
+        print(f"📱 LineUp App: open {link} on your phone", file=sys.stderr)
+        print(terminal_qr(link), file=sys.stderr)
+
+    def stop(self) -> None:
+        """Stop the server (if this process runs it) and release the lock."""
+        with self._start_lock:
+            runner, self.runner = self.runner, None
+            self._started_as = None
+            if runner is not None:
+                try:
+                    runner.stop()
+                finally:
+                    self.lock.release()
+                log.info("lineup: server stopped")
+
+    def status_line(self, *, show_link: bool) -> str:
+        """One line for a person: where the App is served and how many devices are on, or who serves it.
+
+        ``show_link`` adds the link that opens the App paired (it holds the token: only for a person
+        at this machine).
+        """
+        runner = self.runner
+        if runner is None:
+            owner = self.owner or self.lock.owner()
+            return f"the App is served by another {self.runtime.label} process ({owner or 'unknown'})."
+        transport = runner.transport
+        devices = len(runner.hub.peers)
+        line = f"{transport.describe()} ({devices} device{'s' if devices != 1 else ''} connected)."
+        link = transport.connect_link
+        if show_link and link is not None:
+            line += f"\nOpen {link} on your phone."
+        return line
+
+    # the hub, from the runtime's threads ---------------------------------------------------
+
+    def on_hub(self, func: Callable[[Hub], Awaitable[T]]) -> concurrent.futures.Future[T] | None:
+        """Run ``func(hub)`` as a task of the server's loop, without waiting; None if this process does not serve."""
+        runner = self.runner
+        if runner is None:
+            return None
+        try:
+            return runner.submit(func, runner.hub)
+        except TransportError:  # stopping
+            return None
+
+    def report_status(self, state: AgentState, detail: str | None = None) -> None:
+        """Push ``agent.status`` to the App (when this process serves it)."""
+        self.on_hub(lambda hub: hub.set_status(state, detail))
+
+    def send_text(self, text: str) -> None:
+        """Send an agent message to the App (when this process serves it)."""
+        self.on_hub(lambda hub: hub.send_text(text))
+
+    def not_serving_result(self, name: str) -> ToolResult:
+        """The ``failed`` result of a call made in a process that does not own the server."""
+        from ..hub import failure
+        from ..protocol import codec
+
+        owner = self.owner or self.lock.owner()
+        where = f"another {self.runtime.label} process" + (f" ({owner})" if owner else "")
+        message = (
+            f"the LineUp App is served by {where}; use LineUp tools from that process, "
+            "or stop it to serve the App from here"
+        )
+        return failure(codec.new_id("call"), name, "failed", message, error="not_owner")
+
+    def call_blocking(
+        self,
+        name: str,
+        flat_args: dict[str, Any],
+        *,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None],
+        deadline: float,
+    ) -> ToolResult:
+        """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
+
+        Starts the server if no process serves yet. While the user answers the App shows
+        ``waiting_input``; then ``running``. Never raises for a failed call.
+        """
+        runner = self.runner if self.ensure_started(f"first use of {name}") else None
+        if runner is None:
+            return self.not_serving_result(name)
+        self.report_status("waiting_input", name)
+        try:
+            return runner.call_blocking(
+                name, flat_args, is_interrupted=is_interrupted, heartbeat=heartbeat, deadline=deadline
+            )
+        finally:
+            self.report_status("running")
+
+    # hub callbacks (run on the server's event loop) -------------------------------------
+
+    async def _on_text(self, device_id: str, text: str) -> None:
+        if not self.runtime.deliver_message(text, sender=device_id):
+            runner = self.runner
+            if runner is not None:
+                await runner.hub.send_text(NOT_TAKING_MESSAGES)
+
+    async def _on_stop(self, device_id: str) -> None:
+        """The App's stop button: stop the run first, then close whatever card is still open.
+
+        In that order the agent is already flagged as interrupted when its tool returns, so it
+        makes no further model call. The runtime's interrupt runs on a worker thread: it may wait
+        until the run has taken the stop in.
+        """
+        import anyio
+
+        await anyio.to_thread.run_sync(self.runtime.interrupt, None)
+        runner = self.runner
+        if runner is not None and runner.running:
+            await runner.hub.cancel_all(STOPPED_BY_USER)
+
+    async def _on_tools_changed(self) -> None:
+        import anyio
+
+        await anyio.to_thread.run_sync(self.sync_tools)

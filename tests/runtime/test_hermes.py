@@ -1,0 +1,356 @@
+"""The Hermes adapter's own logic, without starting Hermes: config section, cards, tools, hosts, hooks, command."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_plugin import load_registry
+from lineup_plugin.config.settings import Settings
+from lineup_plugin.errors import ConfigError
+from lineup_plugin.hub import Hub
+from lineup_plugin.plugins import third_party_plugins
+from lineup_plugin.protocol.messages import ToolCancel, ToolResult
+from lineup_plugin.runtime.hermes import common
+from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
+from lineup_plugin.runtime.hermes.hooks import HOOKS, HermesHooks
+from lineup_plugin.runtime.hermes.install import register_command
+from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime
+from lineup_plugin.runtime.lock import ServerLock
+from lineup_plugin.transports.direct.server import DirectServer
+from lineup_plugin.transports.memory import MemoryApp
+
+
+class FakeManager:
+    """Hermes' plugin manager, as far as LineUp reads it: the interactive CLI, if any."""
+
+    def __init__(self, cli: Any = None) -> None:
+        self._cli_ref = cli
+
+
+class FakeContext:
+    """The part of Hermes' PluginContext LineUp uses, recording every registration."""
+
+    def __init__(self, cli: Any = None) -> None:
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.injected: list[str] = []
+        self._manager = FakeManager(cli)
+
+    def register_tool(self, **entry: Any) -> None:
+        self.tools[entry["name"]] = entry
+
+    def inject_message(self, content: str, role: str = "user") -> bool:
+        self.injected.append(content)
+        return True
+
+
+class FakeAgent:
+    """An AIAgent as LineUp drives it: interrupt, steer, clarify_callback, session_id."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.clarify_callback: Any = None
+        self.interrupts: list[str | None] = []
+        self.steered: list[str] = []
+
+    def interrupt(self, message: str | None = None) -> None:
+        self.interrupts.append(message)
+
+    def steer(self, text: str) -> bool:
+        self.steered.append(text)
+        return True
+
+
+class FakeCli:
+    """Hermes' interactive CLI: its agent, and whether a turn runs."""
+
+    def __init__(self, running: bool) -> None:
+        self.agent = FakeAgent("cli")
+        self._agent_running = running
+
+
+class FakeAdapter:
+    """The gateway platform adapter as the runtime uses it."""
+
+    def __init__(self) -> None:
+        self.texts: list[tuple[str, str]] = []
+
+    def deliver_text(self, text: str, sender: str) -> bool:
+        self.texts.append((text, sender))
+        return True
+
+    def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None]:
+        self.texts.append((text, sender))
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+
+def make_runtime(tmp_path: Path, ctx: Any = None) -> HermesRuntime:
+    settings = Settings(host="127.0.0.1", port=0, token="hermes-test-token-0123", data_dir=tmp_path, store="memory")
+    return HermesRuntime(ctx or FakeContext(), settings, load_registry(load_entrypoints=False), role="process")
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[HermesRuntime]:
+    made = make_runtime(tmp_path)
+    yield made
+    made.service.stop()
+
+
+# ----------------------------------------------------------------------------- config and cards
+
+
+def test_settings_come_from_plugins_entries_lineup() -> None:
+    config = {"plugins": {"enabled": ["lineup"], "entries": {"lineup": {"port": 9600, "allow_tool_override": False}}}}
+    assert plugin_section(config) == {"port": 9600}  # keys Hermes reads for every plugin are left to Hermes
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"plugins": None}, {"plugins": {"entries": {"other": {}}}}, {"plugins": {"entries": {"lineup": None}}}],
+)
+def test_a_missing_section_means_defaults(config: dict[str, Any]) -> None:
+    assert plugin_section(config) == {}
+
+
+def test_a_section_that_is_not_a_mapping_is_an_error_naming_it() -> None:
+    with pytest.raises(ConfigError, match=r"lineup setting 'plugins\.entries\.lineup': expected a mapping"):
+        plugin_section({"plugins": {"entries": {"lineup": "port=9600"}}})
+
+
+def test_clarify_with_choices_is_a_choice_card_and_without_an_input_card() -> None:
+    assert clarify_card("Which?", ["a", " ", "b"]) == ("choice", {"question": "Which?", "options": ["a", "b"]})
+    assert clarify_card("Name?", None) == ("input", {"prompt": "Name?"})
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "answer"),
+    [
+        ("completed", {"selected": "b", "index": 1}, "b"),
+        ("completed", {"values": {"text": "Ada"}}, "Ada"),
+        ("expired", {"message": "no answer before the deadline"}, ""),
+        ("cancelled", {"message": "cancelled by the user"}, ""),
+    ],
+)
+def test_a_cards_result_becomes_the_clarify_answer(status: str, result: dict[str, Any], answer: str) -> None:
+    card = ToolResult.model_validate({"call_id": "c", "status": status, "result": result})
+    assert clarify_answer(card) == answer
+
+
+class RecordingAnswer(Answer):
+    """A Hermes wait that records the card's result; ``settled`` says it ended another way."""
+
+    def __init__(self, settled: bool) -> None:
+        self.resolved: list[ToolResult] = []
+        self.ended_elsewhere = settled
+
+    def resolve(self, result: ToolResult) -> None:
+        self.resolved.append(result)
+
+    def settled(self) -> bool:
+        return self.ended_elsewhere
+
+
+CHOICE = {"question": "Which database?", "options": ["sqlite", "postgres"]}
+
+
+async def test_a_card_for_a_hermes_wait_applies_the_apps_answer() -> None:
+    hub = Hub(load_registry(load_entrypoints=False))
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    answer = RecordingAnswer(settled=False)
+    asking = asyncio.create_task(ask(hub, "choice", CHOICE, 60, "card-1", answer))
+    await app.next("tool.call")
+    await app.send_payload(ToolResult(call_id="card-1", result={"selected": "sqlite", "index": 0}))
+    await asking
+    assert [(r.call_id, r.result) for r in answer.resolved] == [("card-1", {"selected": "sqlite", "index": 0})]
+
+
+async def test_a_card_whose_hermes_wait_ended_another_way_is_closed_and_answers_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(common, "SETTLE_POLL", 0.01)
+    hub = Hub(load_registry(load_entrypoints=False))
+    app = MemoryApp(hub, "phone")
+    await app.connect()
+    answer = RecordingAnswer(settled=True)  # e.g. the user typed the answer in the chat
+    asking = asyncio.create_task(ask(hub, "choice", CHOICE, 60, "card-2", answer))
+    await app.next("tool.call")
+    closed = (await app.next("tool.cancel")).payload
+    await asking
+    assert closed == ToolCancel(call_id="card-2", reason="answered in the chat")
+    assert answer.resolved == []
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+def test_every_tool_is_registered_in_the_lineup_toolset_with_a_bare_schema(runtime: HermesRuntime) -> None:
+    runtime.service.bridge.sync()
+    tools: dict[str, dict[str, Any]] = runtime.ctx.tools
+    assert set(tools) == {"choice", "confirm", "input", "calculator", "canvas"}
+    entry = tools["choice"]
+    assert entry["toolset"] == TOOLSET
+    assert set(entry["schema"]) == {"name", "description", "parameters"}
+
+
+def test_the_hermes_handler_takes_hermes_context_arguments_and_returns_json(runtime: HermesRuntime) -> None:
+    runtime.service.bridge.sync()
+    other = ServerLock(runtime.service.settings.data_dir)
+    assert other.acquire("gateway")
+    try:
+        text = runtime.ctx.tools["choice"]["handler"]({"question": "?", "options": ["a"]}, session_id="s", task_id="t")
+    finally:
+        other.release()
+    body = json.loads(text)
+    assert body["status"] == "failed" and body["result"]["error"] == "not_owner"
+    assert "served by another Hermes process (pid" in body["result"]["message"]
+
+
+# ----------------------------------------------------------------------------- hosts
+
+
+def test_an_attached_agent_is_interrupted_by_app_text_while_it_runs_and_its_host_gets_it_when_idle(
+    runtime: HermesRuntime,
+) -> None:
+    agent, idle = FakeAgent("s1"), []
+    runtime.attach(agent, on_idle_message=idle.append)
+    hooks = HermesHooks(runtime)
+    hooks.pre_llm_call(session_id="s1")
+    assert runtime.deliver_message("never mind", sender="phone")
+    assert runtime.steer("faster") and runtime.interrupt(None)
+    hooks.on_session_end(session_id="s1")
+    assert runtime.deliver_message("hello", sender="phone")
+    assert (agent.interrupts, agent.steered, idle) == (["never mind", None], ["faster"], ["hello"])
+    assert agent.clarify_callback == runtime.clarify_callback
+    runtime.detach(agent)
+    assert not runtime.deliver_message("anyone?", sender="phone")
+
+
+def test_in_the_cli_app_text_is_injected_and_stop_reaches_the_cli_agent_or_else_an_attached_one(tmp_path: Path) -> None:
+    cli = FakeCli(running=True)
+    ctx = FakeContext(cli)
+    runtime = make_runtime(tmp_path, ctx)
+    attached = FakeAgent("s1")
+    runtime.attach(attached)
+    HermesHooks(runtime).pre_llm_call(session_id="s1")
+    assert runtime.deliver_message("hi", sender="phone") and ctx.injected == ["hi"]
+    assert runtime.interrupt("stop") and cli.agent.interrupts == ["stop"] and attached.interrupts == []
+    cli._agent_running = False
+    assert runtime.interrupt(None) and attached.interrupts == [None]
+
+
+def test_in_the_gateway_app_text_is_a_session_message_and_stop_is_the_stop_command(runtime: HermesRuntime) -> None:
+    adapter = FakeAdapter()
+    runtime.gateway.adapter = adapter
+    attached = FakeAgent("s1")
+    runtime.attach(attached)
+    HermesHooks(runtime).pre_llm_call(session_id="s1", platform="lineup")
+    assert runtime.deliver_message("hi", sender="phone")
+    assert runtime.interrupt(None) and runtime.steer("left")
+    assert adapter.texts == [("hi", "phone"), ("/stop", "lineup"), ("/steer left", "lineup")]
+    assert attached.interrupts == [] and runtime.in_gateway
+    assert STOP_TIMEOUT > 0
+
+
+# ----------------------------------------------------------------------------- hooks and command
+
+
+def test_replies_are_mirrored_to_the_app_outside_the_gateway_only(runtime: HermesRuntime) -> None:
+    sent: list[str] = []
+    runtime.service.send_text = sent.append  # type: ignore[method-assign]
+    hooks = HermesHooks(runtime)
+    hooks.post_llm_call(assistant_response="done", platform="cli")
+    runtime.gateway.adapter = FakeAdapter()
+    hooks.post_llm_call(assistant_response="done in the gateway", platform="lineup")
+    assert sent == ["done"]
+
+
+def test_lineup_command_serves_the_app_and_shows_the_link(runtime: HermesRuntime) -> None:
+    reply = HermesHooks(runtime).lineup_command()
+    runner = runtime.service.runner
+    assert runtime.service.serving and runner is not None and isinstance(runner.transport, DirectServer)
+    assert reply.startswith(f"LineUp: direct mode: the App at {runner.transport.url} (0 devices connected).")
+    assert runner.transport.connect_link in reply
+
+
+def test_lineup_command_names_the_process_that_serves_the_app(runtime: HermesRuntime) -> None:
+    other = ServerLock(runtime.service.settings.data_dir)
+    assert other.acquire("gateway")
+    try:
+        reply = HermesHooks(runtime).lineup_command()
+    finally:
+        other.release()
+    assert reply.startswith("LineUp: the App is served by another Hermes process (pid") and "(gateway)" in reply
+
+
+def test_the_lineup_command_is_stored_as_hermes_would_store_it() -> None:
+    from hermes_cli.commands import resolve_command
+    from hermes_cli.plugins import PluginContext, PluginManager, PluginManifest
+
+    def handler(raw_args: str) -> str:
+        return raw_args
+
+    entries = []
+    for shortcut in (False, True):
+        manager = PluginManager()
+        ctx = PluginContext(PluginManifest(name="lineup"), manager)
+        if shortcut:  # as in a process that has not loaded Hermes' slash-command module
+            with pytest.MonkeyPatch.context() as patch:
+                patch.delitem(sys.modules, "hermes_cli.commands")
+                register_command(ctx, "lineup", handler, description="where the App is")
+        else:
+            ctx.register_command("lineup", handler, description="where the App is")
+        entries.append(manager._plugin_commands)
+    assert (
+        entries[0]
+        == entries[1]
+        == {"lineup": {"handler": handler, "description": "where the App is", "plugin": "lineup", "args_hint": ""}}
+    )
+    assert resolve_command("lineup") is None  # not a built-in command, which Hermes would refuse
+
+
+# ----------------------------------------------------------------------------- register(ctx)
+
+REGISTER = """
+import json, sys
+import hermes_cli.config  # Hermes has it loaded before it loads plugins
+class Ctx:
+    def __init__(self):
+        self.tools, self.hooks, self.commands, self.platforms = [], [], [], []
+    def register_tool(self, name, toolset, schema, handler, **options): self.tools.append(name)
+    def register_hook(self, name, callback): self.hooks.append(name)
+    def register_command(self, name, handler, **options): self.commands.append(name)
+    def register_platform(self, **options): self.platforms.append(options["name"])
+ctx = Ctx()
+import lineup_plugin.hermes
+lineup_plugin.hermes.register(ctx)
+heavy = ["pydantic", "websockets", "anyio", "lineup_plugin.hub", "lineup_plugin.runtime.loop", "gateway.run"]
+print(json.dumps({"tools": ctx.tools, "hooks": ctx.hooks, "commands": ctx.commands, "platforms": ctx.platforms,
+                  "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+def test_register_is_cheap_it_loads_neither_pydantic_nor_the_server(tmp_path: Path) -> None:
+    pytest.importorskip("hermes_cli", reason="needs hermes-agent installed")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
+    # only the built-in tools, whose plain schemas need no registry (a third-party plugin needs it)
+    environ.update(HERMES_HOME=str(tmp_path), LINEUP_BLOCK_PLUGINS=",".join(third_party_plugins()))
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTER], env=environ, capture_output=True, text=True, timeout=120, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["loaded"] == []
+    assert set(report["tools"]) == {"choice", "confirm", "input", "calculator", "canvas"}
+    assert (report["commands"], report["platforms"]) == (["lineup"], ["lineup"])
+    assert report["hooks"] == list(HOOKS)

@@ -1,0 +1,235 @@
+"""The runtime-neutral service: server ownership, the blocking call and the hub's callbacks, on a fake runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_plugin import load_registry
+from lineup_plugin.config.settings import Settings
+from lineup_plugin.hub import failure
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.tools import ToolDefinition
+from lineup_plugin.runtime.base import AgentRuntime, ToolHandler
+from lineup_plugin.runtime.lock import ServerLock
+from lineup_plugin.runtime.service import NOT_TAKING_MESSAGES, STOPPED_BY_USER, LineUpService
+from lineup_plugin.transports.direct.server import DirectServer
+from tests.wsapp import WsApp
+
+CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
+FLASHLIGHT = {
+    "name": "flashlight",
+    "type": "action",
+    "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
+}
+
+
+class FakeRuntime(AgentRuntime):
+    """A runtime that records what the service asks of it; it takes App text only if ``taking``."""
+
+    name = "fake"
+    label = "Fake"
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolHandler] = {}
+        self.messages: list[tuple[str, str]] = []
+        self.interrupts: list[str | None] = []
+        self.refreshed = threading.Event()
+        self.taking = True
+
+    def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
+        self.tools[schema["name"]] = handler
+
+    def unregister_tool(self, name: str) -> None:
+        self.tools.pop(name, None)
+
+    def tools_changed(self) -> None:
+        self.refreshed.set()
+
+    def is_interrupted(self) -> bool:
+        return False
+
+    def heartbeat(self, label: str, started: float) -> None:
+        pass
+
+    def deliver_message(self, text: str, *, sender: str) -> bool:
+        self.messages.append((sender, text))
+        return self.taking
+
+    def interrupt(self, message: str | None = None) -> bool:
+        self.interrupts.append(message)
+        return True
+
+    def steer(self, text: str) -> bool:
+        return False
+
+
+@pytest.fixture
+def runtime() -> FakeRuntime:
+    return FakeRuntime()
+
+
+@pytest.fixture
+def service(tmp_path: Path, runtime: FakeRuntime) -> Iterator[LineUpService]:
+    settings = Settings(host="127.0.0.1", port=0, token="service-test-token-0123", data_dir=tmp_path, store="memory")
+    svc = LineUpService(runtime, settings, load_registry(load_entrypoints=False), role="process")
+    yield svc
+    svc.stop()
+
+
+def server_of(service: LineUpService) -> DirectServer:
+    assert service.ensure_started("test") and service.runner is not None
+    assert isinstance(service.runner.transport, DirectServer)
+    return service.runner.transport
+
+
+def call(service: LineUpService, name: str, flat_args: dict[str, Any], deadline: float = 30) -> Any:
+    """A tool call as a runtime's worker thread makes it, never interrupted."""
+    return service.call_blocking(
+        name, flat_args, is_interrupted=lambda: False, heartbeat=lambda: None, deadline=deadline
+    )
+
+
+async def next_status(app: WsApp, state: str) -> AgentStatus:
+    """Read ``agent.status`` messages until one is in ``state`` (a device is sent the current one on connect)."""
+    while True:
+        status = (await app.next("agent.status")).payload
+        assert isinstance(status, AgentStatus)
+        if status.state == state:
+            return status
+
+
+def test_settings_and_registry_given_as_functions_are_made_on_first_use(tmp_path: Path, runtime: FakeRuntime) -> None:
+    made: list[str] = []
+
+    def settings() -> Settings:
+        made.append("settings")
+        return Settings(data_dir=tmp_path, store="memory")
+
+    def registry() -> Any:
+        made.append("registry")
+        return load_registry(load_entrypoints=False)
+
+    svc = LineUpService(runtime, settings, registry, tools=[{"name": "choice"}])
+    assert svc.function_schemas() == [{"name": "choice"}] and made == []
+    assert svc.deadline_for("choice") == 600.0 and made == ["settings"]
+    assert svc.registry.get("confirm") is not None and made == ["settings", "registry"]
+    assert {schema["name"] for schema in svc.function_schemas()} >= {"choice", "confirm"}  # the registry's, once loaded
+
+
+def test_a_call_in_a_process_that_does_not_own_the_server_fails_naming_the_owner(service: LineUpService) -> None:
+    other = ServerLock(service.settings.data_dir)
+    assert other.acquire("gateway")
+    try:
+        result = call(service, "choice", {}, deadline=1)
+        line = service.status_line(show_link=True)
+        assert not service.serving
+    finally:
+        other.release()
+    assert (result.status, result.result["error"]) == ("failed", "not_owner")
+    assert "served by another Fake process (pid" in result.result["message"]
+    assert "(gateway)" in result.result["message"]
+    assert line.startswith("the App is served by another Fake process (pid") and "(gateway)" in line
+
+
+def test_the_first_process_to_need_the_server_owns_it_until_it_stops(service: LineUpService) -> None:
+    port = server_of(service).port
+    assert service.ensure_started("again")
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    assert not ServerLock(service.settings.data_dir).acquire("cli")
+    service.stop()
+    assert not service.serving
+    later = ServerLock(service.settings.data_dir)
+    assert later.acquire("cli")
+    later.release()
+
+
+def test_the_role_given_at_start_is_written_in_the_lock_until_stop(service: LineUpService) -> None:
+    assert service.ensure_started("test", role="gateway")
+    assert service.role == "gateway"
+    owner = service.lock.owner()
+    assert owner is not None and owner.role == "gateway"
+    service.stop()
+    assert service.role == "process"
+
+
+def test_no_app_connected_is_a_clear_failure_not_a_hidden_tool(service: LineUpService) -> None:
+    result = call(service, "choice", {"question": "?", "options": ["a"]}, deadline=5)
+    assert result.status == "failed"
+    assert result.result == failure("x", "choice", "failed", result.result["message"], error="no_app").result
+    assert "no LineUp App is connected" in result.result["message"]
+
+
+def test_the_status_line_says_where_the_app_is_and_the_link_only_when_asked(service: LineUpService) -> None:
+    server = server_of(service)
+    assert service.status_line(show_link=False) == f"direct mode: the App at {server.url} (0 devices connected)."
+    assert service.status_line(show_link=True).endswith(f"\nOpen {server.connect_link} on your phone.")
+
+
+async def test_the_app_shows_waiting_input_during_a_call_then_running(service: LineUpService) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        blocking = asyncio.create_task(asyncio.to_thread(call, service, "choice", CHOICE))
+        waiting = await next_status(app, "waiting_input")
+        card = await app.next_call()
+        await app.answer(card, selected="yes", index=0)
+        await next_status(app, "running")
+        result = await blocking
+    finally:
+        await app.close()
+    assert waiting.detail == "choice"
+    assert (result.status, result.result) == ("completed", {"selected": "yes", "index": 0})
+
+
+async def test_app_text_goes_to_the_runtime_and_the_app_hears_when_nobody_takes_it(
+    service: LineUpService, runtime: FakeRuntime
+) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        await app.send(Text(text="hello"))
+        runtime.taking = False
+        await app.send(Text(text="anyone?"))
+        refused = (await app.next("text")).payload
+    finally:
+        await app.close()
+    assert runtime.messages == [("phone", "hello"), ("phone", "anyone?")]
+    assert refused == Text(text=NOT_TAKING_MESSAGES)
+
+
+async def test_the_stop_button_interrupts_the_run_then_closes_the_open_cards(
+    service: LineUpService, runtime: FakeRuntime
+) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        blocking = asyncio.create_task(asyncio.to_thread(call, service, "choice", CHOICE))
+        card = await app.next_call()
+        await app.send(AgentStop())
+        closed = (await app.next("tool.cancel")).payload
+        interrupted_before_close = list(runtime.interrupts)
+        result = await blocking
+    finally:
+        await app.close()
+    assert interrupted_before_close == [None]
+    assert closed == ToolCancel(call_id=card.call_id, reason=STOPPED_BY_USER)
+    assert (result.status, result.result["message"]) == ("cancelled", STOPPED_BY_USER)
+
+
+async def test_tools_an_app_declares_become_runtime_tools_and_the_runtime_is_told(
+    service: LineUpService, runtime: FakeRuntime
+) -> None:
+    service.bridge.sync()
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        await app.next("tool.list")
+        await app.send(ToolList(tools=[ToolDefinition.model_validate(FLASHLIGHT)], request=True))
+        await app.next("tool.list")  # answered once the declared tools are registered
+        assert runtime.refreshed.is_set() and "flashlight" in runtime.tools
+    finally:
+        await app.close()  # the App's tools go with it
