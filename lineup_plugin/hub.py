@@ -173,8 +173,9 @@ class Hub:
             for waiter in self._waiters.pop(call.call_id, ()):
                 if not waiter.done():  # a cancelled caller's wait is done already
                     waiter.set_result(call.result)
-        self._arm_timer()
-        if any(isinstance(event, DevicesChanged) for event in batch.events):
+        if batch.new_deadline or self._timer is None:
+            self._arm_timer()
+        if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
 
@@ -194,14 +195,13 @@ class Hub:
                 await self._run_for_app(event.link, event.request)
 
     def _arm_timer(self) -> None:
+        """One timer, at the session's next deadline. A timer due earlier is left alone: when it
+        fires, the session ends what is due (perhaps nothing) and the timer is armed again."""
         due = self.session.next_deadline()
-        if due == self._timer_at:
+        if due is None or (self._timer_at is not None and self._timer_at <= due):
             return
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = self._timer_at = None
-        if due is None:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop yet (a hub made outside one): armed on the next flush inside one
@@ -337,6 +337,7 @@ class Hub:
         runtime was interrupted) the call is cancelled on every device and the cancellation
         propagates.
         """
+        new_id = call_id is None
         if call_id is None:
             call_id = codec.new_id("call")
         else:
@@ -356,7 +357,8 @@ class Hub:
                 return await self.call("confirm", arguments, deadline=deadline)
 
             return await run_for_agent(self.registry, tool, request, confirm)
-        call = self.session.start_call(request, wait=self.deadline_for(name) if deadline is None else deadline)
+        wait = self.deadline_for(name) if deadline is None else deadline
+        call = self.session.start_call(request, wait=wait, new_id=new_id)
         self._flush()
         return await self._wait(call, owner=True)
 

@@ -8,7 +8,6 @@ tokens. :func:`open_store` builds the one the settings ask for.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -104,14 +103,15 @@ class MemoryStore(_OneChange):
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Keep the changes (an ended call moves to the bounded list of ended calls)."""
-        calls, seen, audits = changes_by_kind(changes)
-        for call in calls.values():
-            self._keep(call)
-        for envelope_id in seen:
-            self._seen[envelope_id] = None
-            if len(self._seen) > self._seen_limit:
-                self._seen.popitem(last=False)
-        self._audit.extend((a.event, a.call_id, a.device_id, a.detail) for a in audits)
+        for change in changes:
+            if isinstance(change, SaveCall):
+                self._keep(change.call)
+            elif isinstance(change, SeenEnvelope):
+                self._seen[change.envelope_id] = None
+                if len(self._seen) > self._seen_limit:
+                    self._seen.popitem(last=False)
+            else:
+                self._audit.append(change)
         if len(self._audit) > 10_000:
             del self._audit[:1000]
 
@@ -120,20 +120,19 @@ class MemoryStore(_OneChange):
             return  # the first end wins
         if call.done:
             self._calls.pop(call.call_id, None)
-            self._ended[call.call_id] = _snapshot(call)
+            self._ended[call.call_id] = call
             while len(self._ended) > self._ended_limit:
                 self._ended.popitem(last=False)
         else:
-            self._calls[call.call_id] = _snapshot(call)
+            self._calls[call.call_id] = call
 
     def get_call(self, call_id: str) -> Call | None:
-        """The call with ``call_id`` if known (a copy: the store's record changes only through apply)."""
-        call = self._calls.get(call_id) or self._ended.get(call_id)
-        return _snapshot(call) if call is not None else None
+        """The call with ``call_id`` if known (the object the session saved: a memory store keeps no copies)."""
+        return self._calls.get(call_id) or self._ended.get(call_id)
 
     def pending_calls(self) -> list[Call]:
         """Live calls, oldest first."""
-        return [_snapshot(c) for c in sorted(self._calls.values(), key=lambda c: c.created_at)]
+        return sorted(self._calls.values(), key=lambda c: c.created_at)
 
     def was_seen(self, envelope_id: str) -> bool:
         """Whether ``envelope_id`` was recorded."""
@@ -146,11 +145,6 @@ class MemoryStore(_OneChange):
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _snapshot(call: Call) -> Call:
-    """A copy of ``call`` as it stands (a store keeps what was written, not a live object)."""
-    return dataclasses.replace(call, history=list(call.history))
 
 
 # ------------------------------------------------------------------------------------ SQLite
@@ -205,6 +199,8 @@ WHERE calls.done = 0
 _UPDATE_CALL = (
     "UPDATE calls SET state = ?, done = ?, result = ?, history = ?, updated_at = ? WHERE call_id = ? AND done = 0"
 )
+_INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
+_INSERT_AUDIT = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 
@@ -291,10 +287,17 @@ class SQLiteStore(_OneChange):
         except StoreError:
             db.close()
             raise
-        for table in ("seen", "audit"):
-            self._counts[table] = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        self._counts["ended"] = db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0]
+        self._counts = self._count(db)
         return db
+
+    @staticmethod
+    def _count(db: sqlite3.Connection) -> dict[str, int]:
+        """The row counts the pruning keeps track of."""
+        return {
+            "seen": db.execute("SELECT count(*) FROM seen").fetchone()[0],
+            "audit": db.execute("SELECT count(*) FROM audit").fetchone()[0],
+            "ended": db.execute("SELECT count(*) FROM calls WHERE done = 1").fetchone()[0],
+        }
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -347,8 +350,6 @@ class SQLiteStore(_OneChange):
         calls, seen, audits = changes_by_kind(changes)
         if not (calls or seen or audits):
             return
-        counts = dict(self._counts)
-        written = set(self._written)
         try:
             with self._transaction(self._db):
                 for call in calls.values():
@@ -358,22 +359,28 @@ class SQLiteStore(_OneChange):
                 if audits:
                     self._insert_audit(audits)
         except sqlite3.Error as exc:
-            self._counts, self._written = counts, written
             log.error("lineup store %s: could not save writes: %s", self.path, exc)
+            self._resync()
             raise self._error("writing", exc) from exc
+
+    def _resync(self) -> None:
+        """After a rolled-back batch: count the rows again and forget which calls were written."""
+        self._written.clear()  # the next save of each call writes its whole row (an upsert)
+        with contextlib.suppress(sqlite3.Error):
+            self._counts = self._count(self._db)
 
     def _insert_seen(self, seen: list[str]) -> None:
         now = time.time()
-        sql = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
-        cursor = self._db.executemany(sql, [(envelope_id, now) for envelope_id in seen])
-        self._counts["seen"] += cursor.rowcount
+        for envelope_id in seen:
+            self._counts["seen"] += self._db.execute(_INSERT_SEEN, (envelope_id, now)).rowcount
         self._prune_if_over("seen", self.seen_limit)
 
     def _insert_audit(self, audits: list[Audit]) -> None:
         now = time.time()
-        rows = [(now, a.event, a.call_id, a.device_id, self._redact(a.detail)) for a in audits]
-        self._db.executemany("INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)", rows)
-        self._counts["audit"] += len(rows)
+        execute = self._db.execute
+        for event, call_id, device_id, detail in audits:
+            execute(_INSERT_AUDIT, (now, event, call_id, device_id, self._redact(detail) if detail else detail))
+        self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
 
     def _redact(self, detail: str) -> str:

@@ -36,10 +36,9 @@ What a session guarantees:
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import CallStateError, ProtocolError, VersionError
 from . import codec
@@ -70,8 +69,6 @@ ANSWERED_ELSEWHERE = "answered on another device"
 NO_APP = "no LineUp App is connected; ask the user to open the App"
 RESTARTED = "the agent restarted before an answer arrived; ask again"
 EXPIRED = "no answer before the deadline"
-#: envelope ids a session remembers itself (older ones are looked up in the store)
-RECENT_IDS = 4096
 
 #: close codes a session asks a link to close with (WebSocket application codes)
 AUTH_FAILED = 4401
@@ -131,22 +128,19 @@ class Catalog(Protocol):
 # -------------------------------------------------------------------------------- outputs
 
 
-@dataclass(frozen=True, slots=True)
-class SaveCall:
+class SaveCall(NamedTuple):
     """Store change: insert or update this call (its latest state is written)."""
 
     call: Call
 
 
-@dataclass(frozen=True, slots=True)
-class SeenEnvelope:
+class SeenEnvelope(NamedTuple):
     """Store change: remember this envelope id (duplicates are dropped, also after a restart)."""
 
     envelope_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Audit:
+class Audit(NamedTuple):
     """Store change: one audit record."""
 
     event: str
@@ -158,16 +152,14 @@ class Audit:
 Change = SaveCall | SeenEnvelope | Audit
 
 
-@dataclass(frozen=True, slots=True)
-class Send(Generic[L]):
+class Send(NamedTuple, Generic[L]):
     """Send ``text`` (an encoded envelope) on ``link``."""
 
     link: L
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class CloseLink(Generic[L]):
+class CloseLink(NamedTuple, Generic[L]):
     """Close ``link`` with ``code`` and ``reason`` after the messages queued before."""
 
     link: L
@@ -221,18 +213,22 @@ class DevicesChanged:
 Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | DevicesChanged
 
 
-@dataclass
 class Batch(Generic[L]):
     """What a session produced since the last :meth:`Session.take`, in the order to apply it."""
 
-    #: store changes: commit these first
-    changes: list[Change] = field(default_factory=list)
-    #: then send these (and close links), in order
-    messages: list[Send[L] | CloseLink[L]] = field(default_factory=list)
-    #: calls that reached a terminal status: wake whoever waits on them
-    ended: list[Call] = field(default_factory=list)
-    #: for the runtime
-    events: list[Event] = field(default_factory=list)
+    __slots__ = ("changes", "ended", "events", "messages", "new_deadline")
+
+    def __init__(self) -> None:
+        #: store changes: commit these first
+        self.changes: list[Change] = []
+        #: then send these (and close links), in order
+        self.messages: list[Send[L] | CloseLink[L]] = []
+        #: calls that reached a terminal status: wake whoever waits on them
+        self.ended: list[Call] = []
+        #: for the runtime
+        self.events: list[Event] = []
+        #: whether a call started: its deadline may be the next one (see :meth:`Session.next_deadline`)
+        self.new_deadline = False
 
     def __bool__(self) -> bool:
         return bool(self.changes or self.messages or self.ended or self.events)
@@ -250,12 +246,6 @@ class _Link:
     @property
     def attached(self) -> bool:
         return self.device_id is not None
-
-
-@dataclass
-class _Live:
-    call: Call
-    delivered_to: set[Hashable] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,11 +279,14 @@ class Session(Generic[L]):
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
         self._links: dict[L, _Link] = {}
-        self._live: dict[str, _Live] = {}
+        #: the attached links and their devices, in the order they attached
+        self._attached: dict[L, str] = {}
+        self._live: dict[str, Call] = {}
         self._deadlines: list[tuple[float, str]] = []
         self._targets: dict[str | None, Actor] = {}
         self._out: Batch[L] = Batch()
-        self._recent: OrderedDict[str, None] = OrderedDict()
+        #: envelope ids handled since the last take (not in the records until the driver applies the batch)
+        self._seen_in_batch: set[str] = set()
         #: calls that ended since the last take (not in the records until the driver applies the batch)
         self._ended_in_batch: dict[str, Call] = {}
         self._recovered = False
@@ -303,13 +296,16 @@ class Session(Generic[L]):
     def take(self) -> Batch[L]:
         """Everything produced since the last call, to apply in order: changes, messages, ended, events."""
         batch, self._out = self._out, Batch()
-        self._ended_in_batch.clear()  # the driver writes them now: from here the records know them
+        if self._ended_in_batch:
+            self._ended_in_batch.clear()  # the driver writes them now: from here the records know them
+        if self._seen_in_batch:
+            self._seen_in_batch.clear()
         return batch
 
     @property
     def peers(self) -> list[Peer[L]]:
         """The attached devices, in the order they attached."""
-        return [Peer(state.device_id, link) for link, state in self._links.items() if state.device_id is not None]
+        return [Peer(device_id, link) for link, device_id in self._attached.items()]
 
     def attached(self, link: L) -> bool:
         """Whether ``link`` passed its handshake and is attached."""
@@ -323,8 +319,7 @@ class Session(Generic[L]):
 
     def live_call(self, call_id: str) -> Call | None:
         """The call ``call_id`` if it is live."""
-        item = self._live.get(call_id)
-        return item.call if item is not None else None
+        return self._live.get(call_id)
 
     def lookup(self, call_id: str) -> Call | None:
         """The call ``call_id``, live or ended, if known."""
@@ -333,7 +328,7 @@ class Session(Generic[L]):
     def next_deadline(self) -> float | None:
         """When the next live call expires (by ``clock``), or None when none waits."""
         heap = self._deadlines
-        while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].call.expires_at != heap[0][0]):
+        while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].expires_at != heap[0][0]):
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
@@ -358,12 +353,11 @@ class Session(Generic[L]):
     def close(self, link: L) -> None:
         """The connection ended. Its calls stay live until answered elsewhere or expired."""
         state = self._links.pop(link, None)
+        self._attached.pop(link, None)
         if state is None or state.device_id is None:
             return
         device_id = state.device_id
         self._audit("device.detach", device_id=device_id)
-        for item in self._live.values():
-            item.delivered_to.discard(link)
         self._out.events.append(DevicesChanged(device_id, attached=False))
         alone = not any(other.device_id == device_id for other in self._links.values())
         if alone and self.catalog.withdraw(f"app:{device_id}"):
@@ -426,7 +420,7 @@ class Session(Generic[L]):
             item = self._live.get(payload.call_id)
             if item is not None:
                 reason = payload.reason or "cancelled by the user"
-                self._finish(item, failure(payload.call_id, item.call.request.name, "cancelled", reason), by=link)
+                self._finish(item, failure(payload.call_id, item.request.name, "cancelled", reason), by=link)
         elif isinstance(payload, ToolList):
             self._on_tool_list(link, device_id, payload)
         elif isinstance(payload, ToolCall):
@@ -466,12 +460,14 @@ class Session(Generic[L]):
         self._out.messages.append(Send(link, self.encode(Error(code=code, message=message))))
         self._out.messages.append(CloseLink(link, close_code, message))
         self._links.pop(link, None)
+        self._attached.pop(link, None)
 
     def _attach(self, link: L, device_id: str, hello: DeviceHello | None) -> None:
         state = self._links[link]
         state.device_id = device_id
+        self._attached[link] = device_id
         self._audit("device.attach", device_id=device_id)
-        live = [item for item in self._live.values() if not item.call.done]
+        live = list(self._live.values())
         self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
         self.reply(link, ToolList(tools=self.catalog.agent_tools()))
         self.reply(link, self.status)
@@ -502,8 +498,8 @@ class Session(Generic[L]):
 
     def _on_ack(self, device_id: str, ack: ToolAck) -> None:
         item = self._live.get(ack.call_id)
-        if item is not None and item.call.advance(CallState(ack.stage), now=self.clock()):
-            self._save(item.call)
+        if item is not None and item.advance(CallState(ack.stage), now=self.clock()):
+            self._save(item)
             self._audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
 
     def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
@@ -542,10 +538,9 @@ class Session(Generic[L]):
 
     def broadcast(self, payload: Payload) -> int:
         """Send ``payload`` to every attached device; returns to how many links."""
-        peers = self.peers
-        for peer in peers:
-            self._out.messages.append(Send(peer.link, self.encode(payload, peer.device_id)))
-        return len(peers)
+        for link, device_id in self._attached.items():
+            self._out.messages.append(Send(link, self.encode(payload, device_id)))
+        return len(self._attached)
 
     def send_text(self, text: str) -> None:
         """An agent reply, for every device."""
@@ -557,34 +552,35 @@ class Session(Generic[L]):
         self.status = AgentStatus(state=state, detail=detail)
         self.broadcast(self.status)
 
-    def start_call(self, request: ToolCall, *, wait: float) -> Call:
+    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
 
         A call id already known (live or ended) is not started again: its call is returned as it
-        stands. With no device attached the call ends ``failed`` (``no_app``) at once, recorded
-        like any other.
+        stands (``new_id``: the caller has just made the id with :func:`codec.new_id`, so no
+        lookup is needed). With no device attached the call ends ``failed`` (``no_app``) at once,
+        recorded like any other.
         """
-        known = self.lookup(request.call_id)
+        known = None if new_id else self.lookup(request.call_id)
         if known is not None:
             return known
         now = self.clock()
-        if not self.peers:
+        if not self._attached:
             call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
             self._ended(call)
             return call
-        request.expires_at = format_timestamp(now + max(0.0, wait))
-        call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
-        item = _Live(call)
-        self._live[call.call_id] = item
-        if call.expires_at is not None:
-            heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+        expires_at = now + max(0.0, wait)
+        request.expires_at = format_timestamp(expires_at)
+        call = Call(request=request, conversation_id=self.conversation_id, created_at=now, expires_at=expires_at)
+        self._live[call.call_id] = call
+        heapq.heappush(self._deadlines, (expires_at, call.call_id))
+        self._out.new_deadline = True
         self._save(call)
         self._audit("call.created", call_id=call.call_id, detail=request.name)
-        for peer in self.peers:
-            self._deliver(item, peer.link, peer.device_id)
+        for link, device_id in self._attached.items():
+            self._deliver(call, link, device_id)
         return call
 
     def cancel_call(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
@@ -592,7 +588,7 @@ class Session(Generic[L]):
         item = self._live.get(call_id)
         if item is None:
             return False
-        return self._finish(item, failure(call_id, item.call.request.name, "cancelled", reason), reason=reason)
+        return self._finish(item, failure(call_id, item.request.name, "cancelled", reason), reason=reason)
 
     def cancel_all(self, reason: str) -> int:
         """Cancel every live call; returns how many."""
@@ -605,7 +601,7 @@ class Session(Generic[L]):
         while (due := self.next_deadline()) is not None and due <= now:
             _, call_id = heapq.heappop(self._deadlines)
             item = self._live[call_id]
-            result = failure(call_id, item.call.request.name, "expired", EXPIRED)
+            result = failure(call_id, item.request.name, "expired", EXPIRED)
             count += self._finish(item, result, reason=f"expired: {EXPIRED}")
         return count
 
@@ -630,17 +626,15 @@ class Session(Generic[L]):
 
     # ------------------------------------------------------------------------------ shared
 
-    def _deliver(self, item: _Live, link: L, device_id: str) -> None:
-        self._out.messages.append(Send(link, self.encode(item.call.request, device_id)))
-        item.delivered_to.add(link)
-        if item.call.state == CallState.CREATED:
-            item.call.advance(CallState.DELIVERED, now=self.clock())
-            self._save(item.call)
-        self._audit("call.delivered", call_id=item.call.call_id, device_id=device_id)
+    def _deliver(self, call: Call, link: L, device_id: str) -> None:
+        self._out.messages.append(Send(link, self.encode(call.request, device_id)))
+        if call.state == CallState.CREATED:
+            call.advance(CallState.DELIVERED, now=self.clock())
+            self._save(call)
+        self._audit("call.delivered", call_id=call.call_id, device_id=device_id)
 
-    def _finish(self, item: _Live, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
+    def _finish(self, call: Call, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
         """The one way a live call ends: the first terminal result wins, the other devices are told."""
-        call = item.call
         if not call.finish(result, now=self.clock()):
             self._audit("duplicate.result", call_id=call.call_id)
             return False
@@ -649,10 +643,11 @@ class Session(Generic[L]):
         by_device = self._links[by].device_id if by is not None and by in self._links else None
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self._ended(call)
-        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
-        for peer in self.peers:
-            if peer.link != by:
-                self._out.messages.append(Send(peer.link, self.encode(notice, peer.device_id)))
+        others = [(link, device_id) for link, device_id in self._attached.items() if link != by]
+        if others:
+            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
+            for link, device_id in others:
+                self._out.messages.append(Send(link, self.encode(notice, device_id)))
         return True
 
     def _ended(self, call: Call) -> None:
@@ -660,12 +655,9 @@ class Session(Generic[L]):
         self._out.ended.append(call)
 
     def _first_seen(self, envelope_id: str) -> bool:
-        recent = self._recent
-        if envelope_id in recent or self.records.was_seen(envelope_id):
+        if envelope_id in self._seen_in_batch or self.records.was_seen(envelope_id):
             return False
-        recent[envelope_id] = None
-        if len(recent) > RECENT_IDS:
-            recent.popitem(last=False)
+        self._seen_in_batch.add(envelope_id)
         self._out.changes.append(SeenEnvelope(envelope_id))
         return True
 
