@@ -41,6 +41,7 @@ def expected_rows() -> list[str]:
     return names
 
 
+@pytest.mark.hermes
 def test_quick_benchmark_run_prints_every_row() -> None:
     pytest.importorskip("mcp", reason="the benchmarks compare with the MCP SDK (pip install -e '.[dev]')")
     pytest.importorskip("run_agent", reason="the benchmarks start Hermes (pip install -e '.[hermes]')")

@@ -75,14 +75,24 @@ def given_settings(
     return data
 
 
+#: stands for a value the fast check must not pass (it passes only JSON's own types)
+_ASK_THE_MODEL = object()
+
+
 def _as_json(name: str, value: Any) -> Any:
-    """``value`` with a number written as text (``LINEUP_PORT=9600``) read as the model reads it."""
+    """``value`` with a number written as text (``LINEUP_PORT=9600``) read as the model reads it.
+
+    A float where an integer belongs is left to the model unless it is small: JSON Schema calls
+    ``1e20`` an integer, the model takes ``2.0`` but no float beyond 64 bits.
+    """
+    kind = SCHEMA["properties"].get(name, {}).get("type")
     if type(value) is str:
-        kind = SCHEMA["properties"].get(name, {}).get("type")
         if kind in ("integer", "number") and _INTEGER.fullmatch(value):
             return int(value)
         if kind == "number" and _DECIMAL.fullmatch(value):
             return float(value)
+    elif type(value) is float and kind == "integer" and not abs(value) < 2**53:
+        return _ASK_THE_MODEL
     return value
 
 

@@ -144,7 +144,9 @@ def _fast_envelope() -> TypeAdapter[dict[str, Any]]:
         member = typed_dict(f"Envelope_{kind}", fields)
         member.__pydantic_config__ = config
         members.append(member)
-    return TypeAdapter(Annotated[Union[tuple(members)], Field(discriminator="type")])  # noqa: UP007
+    # made at run time, so no static type form: typed Any (pydantic >= 2.14 wants a TypeForm[T])
+    union: Any = Annotated[Union[tuple(members)], Field(discriminator="type")]  # noqa: UP007
+    return TypeAdapter(union)
 
 
 def _refuse_constant(name: str) -> Any:

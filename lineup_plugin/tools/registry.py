@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -113,7 +113,8 @@ def definition_from_function(
     func: Handler, *, name: str | None = None, description: str | None = None, risk: Risk | None = None
 ) -> tuple[ToolDefinition, TypeAdapter[Any]]:
     """The action-tool definition of a typed Python function, and the adapter that calls it."""
-    adapter: TypeAdapter[Any] = TypeAdapter(func)
+    # pydantic validates a call to a function (validate_call's way); a function is no TypeForm, hence the cast
+    adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, func))
     schema = adapter.json_schema()
     schema.pop("additionalProperties", None)
     for prop in schema.get("properties", {}).values():
