@@ -63,12 +63,7 @@ ONLY: dict[str, tuple[str, ...]] = {
 
 #: import cycles that are known and owned elsewhere, each with why it is still there; an entry must
 #: go when its cycle does (a test fails while a listed cycle no longer exists)
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"lineup_plugin.runtime.hermes.platform", "lineup_plugin.runtime.hermes.service"}): (
-        "platform imports the service's constants and helpers; the service imports platform lazily "
-        "to build the gateway adapter (runtime work: move the shared names to a third module)"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 LAYER_OF = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 
