@@ -28,17 +28,21 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, TransportError
+from .errors import ArgumentsError, StoreError, TransportError
 from .protocol import codec
 from .protocol.calls import Call
 from .protocol.messages import Actor, AgentState, Envelope, Payload, ToolCall, ToolResult
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
     AppToolCall,
+    Audit,
+    Batch,
+    Change,
     CloseLink,
     DevicesChanged,
     Event,
     Peer,
+    SaveCall,
     Send,
     Session,
     StopRequested,
@@ -155,11 +159,15 @@ class Hub:
 
     # ------------------------------------------------------------------------ the one flush
 
-    def _flush(self) -> list[Event]:
+    def _flush(self, *, retry: bool = True) -> list[Event]:
         """Apply what the session produced: commit, then send, then wake; returns the runtime's events."""
         batch = self.session.take()
+        unsaved: list[Call] = []
         if batch.changes:
-            self.store.apply(batch.changes)  # committed when it returns: only now may anything leave
+            try:
+                self.store.apply(batch.changes)  # committed when it returns: only now may anything leave
+            except StoreError as exc:
+                unsaved = self._salvage(batch, exc) if retry else []
         for message in batch.messages:
             if isinstance(message, Send):
                 try:
@@ -173,11 +181,47 @@ class Hub:
             for waiter in self._waiters.pop(call.call_id, ()):
                 if not waiter.done():  # a cancelled caller's wait is done already
                     waiter.set_result(call.result)
+        if unsaved:  # the model and every App are told, in a batch of their own
+            for call in unsaved:
+                self.session.abandon(call, "the agent could not save this call; ask again")
+            batch.events.extend(self._flush(retry=False))
         if batch.new_deadline or self._timer is None:
             self._arm_timer()
         if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
+
+    def _salvage(self, batch: Batch[Link], exc: StoreError) -> list[Call]:
+        """A batch could not be committed: write what can be, call by call; the calls that could not.
+
+        Their messages are dropped from ``batch`` and nobody waiting on them is woken yet (see
+        :meth:`Session.abandon <lineup_plugin.protocol.session.Session.abandon>`). A store that
+        fails on everything (a full disk) fails every call of the batch, and goes on trying with
+        the next batches.
+        """
+        log.error("lineup: could not save a batch (%s); saving it call by call", exc)
+        groups: dict[str | None, list[Change]] = {}
+        calls: dict[str, Call] = {}
+        for change in batch.changes:
+            if isinstance(change, SaveCall):
+                key: str | None = change.call.call_id
+                calls[change.call.call_id] = change.call
+            else:
+                key = change.call_id if isinstance(change, Audit) else None
+            groups.setdefault(key, []).append(change)
+        failed: set[str] = set()
+        for key, changes in groups.items():
+            try:
+                self.store.apply(changes)
+            except StoreError as group_exc:
+                if key is None:
+                    log.error("lineup: could not save %d record(s): %s", len(changes), group_exc)
+                elif key in calls:
+                    log.error("lineup: could not save call %s: %s", key, group_exc)
+                    failed.add(key)
+        batch.messages = [m for m in batch.messages if not (isinstance(m, Send) and m.call_id in failed)]
+        batch.ended = [call for call in batch.ended if call.call_id not in failed]
+        return [calls[call_id] for call_id in failed]
 
     async def _settle(self) -> None:
         """Flush, then run the events that need the runtime (each may produce more to flush)."""
@@ -257,6 +301,10 @@ class Hub:
         closed = self.session.recover()
         self._flush()
         return closed
+
+    def add_secret(self, secret: str) -> None:
+        """Never write ``secret`` (e.g. the direct token) to the audit log: it is redacted."""
+        self.store.add_secret(secret)
 
     def attached(self, link: Link) -> bool:
         """Whether ``link`` passed its handshake."""

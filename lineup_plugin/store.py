@@ -57,6 +57,9 @@ class Store(Protocol):
     def was_seen(self, envelope_id: str) -> bool:
         """Whether this envelope id was recorded (also by an earlier process, for the durable store)."""
 
+    def add_secret(self, secret: str) -> None:
+        """Redact ``secret`` from audit details written from now on (e.g. a token generated after opening)."""
+
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
         """The kept audit records, oldest first, as ``(event, call_id, device_id, detail)``."""
@@ -66,7 +69,20 @@ class Store(Protocol):
 
 
 class _OneChange:
-    """Writing one change at a time, for tools and tests (the hub writes whole batches)."""
+    """What both stores share: redaction of secrets, and writing one change at a time (the hub
+    writes whole batches)."""
+
+    _secrets: list[str]
+
+    def add_secret(self, secret: str) -> None:
+        """Write ``secret`` as ``[redacted]`` wherever it shows up in an audit detail from now on."""
+        if secret and secret not in self._secrets:
+            self._secrets.append(secret)
+
+    def _redact(self, detail: str) -> str:
+        for secret in self._secrets:
+            detail = detail.replace(secret, "[redacted]")
+        return detail
 
     def apply(self, changes: Iterable[Change]) -> None:
         raise NotImplementedError
@@ -100,6 +116,7 @@ class MemoryStore(_OneChange):
         self._seen_limit = seen_limit
         self._ended_limit = ended_limit
         self._audit: list[tuple[str, str | None, str | None, str]] = []
+        self._secrets: list[str] = []
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Keep the changes (an ended call moves to the bounded list of ended calls)."""
@@ -110,6 +127,8 @@ class MemoryStore(_OneChange):
                 self._seen[change.envelope_id] = None
                 if len(self._seen) > self._seen_limit:
                     self._seen.popitem(last=False)
+            elif change.detail and self._secrets:
+                self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
                 self._audit.append(change)
         if len(self._audit) > 10_000:
@@ -382,11 +401,6 @@ class SQLiteStore(_OneChange):
             execute(_INSERT_AUDIT, (now, event, call_id, device_id, self._redact(detail) if detail else detail))
         self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
-
-    def _redact(self, detail: str) -> str:
-        for secret in self._secrets:
-            detail = detail.replace(secret, "[redacted]")
-        return detail
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:

@@ -147,8 +147,8 @@ async def slow_reader(server: DirectServer) -> None:
 
 async def too_many_connections(server: DirectServer) -> None:
     await wait_until(lambda: server.connections == 2)  # the good Apps; the breaches before are gone
-    fillers = []
-    while server.connections < MAX_CONNECTIONS:
+    fillers = []  # connections that never say hello: they have a budget of their own
+    while server.connections < 2 + server.limits.max_unauthenticated:
         before = server.connections
         fillers.append(await connect(f"ws://127.0.0.1:{server.port}/ws"))
         await wait_until(lambda: server.connections > before)  # noqa: B023 - awaited before the loop goes on
@@ -161,6 +161,17 @@ async def too_many_connections(server: DirectServer) -> None:
             raise AssertionError("the connection over the limit was served")
     for filler in fillers:
         await filler.close()
+    await wait_until(lambda: server.connections == 2)
+    apps = [await WsApp.connect(server, f"tablet-{n}") for n in range(MAX_CONNECTIONS - 2)]  # all the slots
+    async with connect(f"ws://127.0.0.1:{server.port}/ws") as extra:
+        try:
+            await extra.recv()
+        except ConnectionClosed as closed:
+            assert closed.rcvd is not None and (closed.rcvd.code, closed.rcvd.reason) == (1013, TOO_MANY)
+        else:
+            raise AssertionError("the connection over max_connections was served")
+    for app in apps:
+        await app.close()
     await wait_until(lambda: server.connections == 2)
 
 
@@ -189,7 +200,7 @@ async def test_bad_input_of_every_kind_leaves_the_good_apps_served_and_loses_not
     )
     store = SQLiteStore(settings.database, secrets=[TOKEN])
     hub = Hub(load_registry(load_entrypoints=False), store=store, deadline=60)
-    limits = Limits(message_rate=50, message_burst=20, flood_strikes=10, hello_timeout=30)
+    limits = Limits(message_rate=50, message_burst=20, flood_strikes=10, hello_timeout=30, max_unauthenticated=4)
     results: dict[str, ToolResult] = {}
     breaches_done = asyncio.Event()
 

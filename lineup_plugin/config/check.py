@@ -70,8 +70,9 @@ def given_settings(
     if "wukongim" in overrides and isinstance(data.get("wukongim"), Mapping):
         overrides["wukongim"] = {**data["wukongim"], **overrides["wukongim"]}
     data.update(overrides)
-    if isinstance(data.get("allowed_origins"), str):
-        data["allowed_origins"] = [o.strip() for o in data["allowed_origins"].split(",") if o.strip()]
+    for key in ("allowed_origins", "allowed_hosts"):  # comma-separated in LINEUP_* variables
+        if isinstance(data.get(key), str):
+            data[key] = [item.strip() for item in data[key].split(",") if item.strip()]
     return data
 
 

@@ -47,6 +47,7 @@ class Settings(BaseModel):
     port: int = Field(default=9527, ge=0, le=65535)
     token: str | None = Field(default=None, repr=False, min_length=16)
     allowed_origins: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=list)
     data_dir: Path = Field(default_factory=default_data_dir)
     store: Literal["sqlite", "memory"] = "sqlite"
     store_path: Path | None = None

@@ -26,13 +26,27 @@ class WireModel(BaseModel):
     )
 
 
+#: an error text names at most this many problems...
+MAX_PROBLEMS = 5
+#: ...and is at most this long (a hostile message must not make the agent write a long answer)
+MAX_ERROR_CHARS = 1024
+
+
+def bounded(text: str) -> str:
+    """``text`` cut to :data:`MAX_ERROR_CHARS` (with an ellipsis when cut)."""
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
 def _describe(exc: ValidationError, prefix: str = "") -> str:
     parts = []
-    for err in exc.errors(include_url=False):
+    for err in exc.errors(include_url=False)[:MAX_PROBLEMS]:
         path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
         msg = err["msg"][:1].lower() + err["msg"][1:]
-        parts.append(f"{path or 'message'}: {msg}")
-    return "; ".join(parts)
+        parts.append(f"{path or 'message'}: {msg[:200]}")
+    more = exc.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"and {more} more problem{'s' if more != 1 else ''}")
+    return bounded("; ".join(parts))
 
 
 def validate(model: type[WireModel], data: Any, *, path: str = "") -> Any:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired, Union
 
@@ -35,6 +37,10 @@ from .messages import (
 
 #: the largest envelope text decode() accepts, in characters
 MAX_MESSAGE_CHARS = 1_000_000
+#: how deep JSON objects and arrays may nest in a message; deeper is refused (the store must write it)
+MAX_DEPTH = 32
+#: what makes a message worth a closer look: an escaped surrogate, a huge exponent or a huge number
+_SUSPECT = re.compile(r"\\u[dD][89a-fA-F]|[eE][+]?[0-9]{3}|[0-9]{300}")
 
 
 def new_id(prefix: str = "msg") -> str:
@@ -96,8 +102,10 @@ def encode_envelope(
     return to_json(fields, by_alias=True, exclude_none=True).decode()
 
 
-def decode_object(data: Any) -> Envelope:
-    """Decode an already-parsed JSON value into an envelope."""
+def decode_object(data: Any, *, checked: bool = False) -> Envelope:
+    """Decode an already-parsed JSON value into an envelope (``checked``: :func:`check_storable` ran)."""
+    if not checked:
+        check_storable(data)
     if not isinstance(data, dict):
         raise ProtocolError(f"message: expected a JSON object, got {type(data).__name__}")
     if "v" not in data:
@@ -168,13 +176,64 @@ def decode(text: str | bytes) -> Envelope:
         except ValueError:
             pass  # read again step by step, for the error that names the field
         else:
+            if _suspect(text):
+                check_storable(_parse(text))
             fields.setdefault("timestamp", None)
             return Envelope.model_validate(fields)
     return _decode_steps(text)
 
 
+def _suspect(text: str) -> bool:
+    """Whether ``text`` may hold what the store cannot write (cheap checks at C speed)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return text.count("[") + text.count("{") > MAX_DEPTH or _SUSPECT.search(text) is not None
+
+
+def check_storable(data: Any, path: str = "") -> None:
+    """Refuse a JSON value the agent could not store or hand on faithfully.
+
+    Raises ProtocolError naming the first place that holds a lone surrogate (text that is not
+    valid Unicode), a number that is not finite (``1e999``) or nesting deeper than
+    :data:`MAX_DEPTH`.
+    """
+    stack: list[tuple[Any, str, int]] = [(data, path, 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, where)
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise ProtocolError(f"{where or 'message'}: number out of range (not finite)")
+        elif isinstance(value, dict | list):
+            if depth >= MAX_DEPTH:
+                raise ProtocolError(f"{where or 'message'}: nested deeper than {MAX_DEPTH} levels")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str):
+                    _check_text(key, where)
+                stack.append((item, f"{where}.{key}" if where else str(key), depth + 1))
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"{where or 'message'}: lone surrogate (text that is not valid Unicode)") from None
+
+
 def _decode_steps(text: str | bytes) -> Envelope:
     """:func:`decode` the slow way: parse, check the version, the header, then the payload."""
+    data = _parse(text)
+    check_storable(data)
+    return decode_object(data, checked=True)
+
+
+def _parse(text: str | bytes) -> Any:
+    """The JSON value of ``text``, or a ProtocolError."""
     try:
         if not isinstance(text, str):  # as json.loads does with bytes
             text = text.decode(json.detect_encoding(text), "surrogatepass")
@@ -184,5 +243,5 @@ def _decode_steps(text: str | bytes) -> Envelope:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"message: malformed JSON ({exc})") from None
     except RecursionError:
-        raise ProtocolError("message: JSON nested too deeply") from None
-    return decode_object(data)
+        raise ProtocolError(f"message: nested deeper than {MAX_DEPTH} levels") from None
+    return data

@@ -47,6 +47,8 @@ def _iso_timestamp(value: str) -> str:
 
 Timestamp = Annotated[str, AfterValidator(_iso_timestamp)]
 Identifier = Annotated[str, Field(min_length=1, max_length=200)]
+#: how many open cards a hello may list
+MAX_OPEN_CALLS = 1000
 
 
 class Actor(WireModel):
@@ -60,15 +62,17 @@ class DeviceHello(WireModel):
     """First message of an App session.
 
     ``token`` is only used by the direct transport. ``open_calls`` lists the call ids whose cards
-    the App still shows, so the agent can re-send the live ones and close the others.
+    the App still shows, so the agent can re-send the live ones and close the others (at most
+    :data:`MAX_OPEN_CALLS`). Without ``device_id`` the device is the envelope's ``sender.id``
+    (as the seed documents write a hello).
     """
 
-    device_id: Identifier
+    device_id: Identifier | None = None
     app_version: str | None = None
     protocol_version: int = PROTOCOL_VERSION
     token: str | None = Field(default=None, repr=False)
     name: str | None = None
-    open_calls: list[str] = Field(default_factory=list)
+    open_calls: list[Identifier] = Field(default_factory=list, max_length=MAX_OPEN_CALLS)
 
 
 class DeviceWelcome(WireModel):

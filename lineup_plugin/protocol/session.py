@@ -153,10 +153,11 @@ Change = SaveCall | SeenEnvelope | Audit
 
 
 class Send(NamedTuple, Generic[L]):
-    """Send ``text`` (an encoded envelope) on ``link``."""
+    """Send ``text`` (an encoded envelope) on ``link``; ``call_id`` names the call it is about, if any."""
 
     link: L
     text: str
+    call_id: str | None = None
 
 
 class CloseLink(NamedTuple, Generic[L]):
@@ -396,9 +397,8 @@ class Session(Generic[L]):
         state = self._links.get(link)
         if state is None:
             return
-        payload = message.payload
         if not state.attached:
-            self._handshake(link, state, payload)
+            self._handshake(link, state, message)
             return
         device_id = state.device_id
         assert device_id is not None
@@ -445,7 +445,8 @@ class Session(Generic[L]):
             text = f"{message.kind} is not accepted from an App"
             self.reply(link, Error(code="unexpected_kind", message=text, ref=message.id))
 
-    def _handshake(self, link: L, state: _Link, payload: Payload) -> None:
+    def _handshake(self, link: L, state: _Link, message: Envelope) -> None:
+        payload = message.payload
         if not isinstance(payload, DeviceHello):
             self._refuse(link, "hello_required", "device.hello required", BAD_HELLO)
             return
@@ -454,7 +455,7 @@ class Session(Generic[L]):
         if refusal is not None:
             self._refuse(link, "auth_failed", refusal, AUTH_FAILED)
             return
-        self._attach(link, payload.device_id, payload)
+        self._attach(link, payload.device_id or message.sender.id, payload)
 
     def _refuse(self, link: L, code: str, message: str, close_code: int) -> None:
         self._out.messages.append(Send(link, self.encode(Error(code=code, message=message))))
@@ -594,6 +595,31 @@ class Session(Generic[L]):
         """Cancel every live call; returns how many."""
         return sum(self.cancel_call(call_id, reason) for call_id in list(self._live))
 
+    def abandon(self, call: Call, message: str) -> None:
+        """The store could not write the last changes of ``call``, and nothing of them was sent: end it ``failed``.
+
+        A live call ends ``failed`` with ``message``. A call whose end could not be written (an
+        answer nothing may rely on, since nobody was told) ends ``failed`` instead of that
+        answer. Either way every device gets a ``tool.cancel`` with ``message`` and the call is
+        in :attr:`Batch.ended`, so the model is told too.
+        """
+        now = self.clock()
+        result = failure(call.call_id, call.request.name, "failed", message, error="store_failed")
+        if call.call_id in self._live:
+            self._finish(self._live[call.call_id], result, reason=message)
+            return
+        if not call.done:
+            return
+        call.result = result  # replaces an end that was never written nor told
+        call.state = CallState.FAILED
+        call.history.append((CallState.FAILED, now))
+        self._save(call)
+        self._audit("call.failed", call_id=call.call_id, detail="store_failed")
+        self._ended(call)
+        notice = ToolCancel(call_id=call.call_id, reason=message)
+        for link, device_id in self._attached.items():
+            self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
+
     def tick(self) -> int:
         """End every live call whose deadline has passed; returns how many."""
         now = self.clock()
@@ -627,7 +653,7 @@ class Session(Generic[L]):
     # ------------------------------------------------------------------------------ shared
 
     def _deliver(self, call: Call, link: L, device_id: str) -> None:
-        self._out.messages.append(Send(link, self.encode(call.request, device_id)))
+        self._out.messages.append(Send(link, self.encode(call.request, device_id), call.call_id))
         if call.state == CallState.CREATED:
             call.advance(CallState.DELIVERED, now=self.clock())
             self._save(call)
@@ -647,7 +673,7 @@ class Session(Generic[L]):
         if others:
             notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
             for link, device_id in others:
-                self._out.messages.append(Send(link, self.encode(notice, device_id)))
+                self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
         return True
 
     def _ended(self, call: Call) -> None:

@@ -1,5 +1,5 @@
 """Who may talk to the direct server, and how much: the shared token, the slow-down for wrong
-tokens, browser origins and the per-connection message rate.
+tokens, browser origins, the Host header, the per-connection message rate, and what of it is logged.
 
 Nothing here does network I/O; :class:`AuthThrottle` only sleeps.
 """
@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 import os
 import secrets
+import socket
 import stat
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError
@@ -211,3 +215,82 @@ class TokenBucket:
         now = self.clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
         self._stamp = now
+
+
+# ------------------------------------------------------------------------------ Host header
+
+#: names that always mean this machine
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def local_names() -> set[str]:
+    """This machine's own names: loopback, its host name (and ``<name>.local``) and fully qualified name."""
+    names = set(LOOPBACK_NAMES)
+    for name in (socket.gethostname(), socket.getfqdn()):
+        if name:
+            names |= {name.lower(), f"{name.lower()}.local"}
+    return names
+
+
+def host_allowed(host: str | None, names: set[str]) -> bool:
+    """Whether a request for ``Host: host`` may be served (against DNS rebinding).
+
+    An IP address is always allowed (a page loaded from an address cannot be rebound to another
+    one); a name only if it is one of ``names`` (this machine's names and the configured
+    ``allowed_hosts``). No Host header (HTTP/1.0, a non-browser client) is allowed: the token
+    still guards the WebSocket.
+    """
+    if host is None:
+        return True
+    name = host.strip().lower()
+    if name.startswith("["):  # [v6]:port
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.rsplit(":", 1)[0]
+    name = name.rstrip(".")
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return name in names
+
+
+# ------------------------------------------------------------------------------------- logs
+
+
+def printable(text: str, limit: int = 80) -> str:
+    """``text`` safe for one log line: control characters escaped, at most ``limit`` characters."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown + ("…" if len(text) > limit else "")
+
+
+class QuietHandshakes(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The websockets server's logger, with failed opening handshakes as one short INFO line.
+
+    Port scanners, bare TCP connections, ``HEAD`` or ``POST`` requests make websockets log
+    "opening handshake failed" at ERROR with a traceback; under Hermes that fills
+    ``errors.log``. Here each becomes one line at INFO, at most one per ``every`` seconds (the
+    ones in between are counted in the next line), on LineUp's own logger.
+    """
+
+    def __init__(self, logger: logging.Logger, *, every: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__(logger, {})
+        self.every = every
+        self.clock = clock
+        self._last = -every
+        self._skipped = 0
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        """Pass every record on, but a failed opening handshake (see the class docstring)."""
+        if msg != "opening handshake failed":
+            super().log(level, msg, *args, **kwargs)
+            return
+        now = self.clock()
+        if now - self._last < self.every:
+            self._skipped += 1
+            return
+        exc = sys.exc_info()[1]
+        reason = printable(f"{type(exc).__name__}: {exc}" if exc is not None else "unknown", 160)
+        more = f" (and {self._skipped} more since the last one)" if self._skipped else ""
+        log.info("a client failed the WebSocket handshake: %s%s", reason, more)
+        self._last, self._skipped = now, 0

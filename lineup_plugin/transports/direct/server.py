@@ -51,7 +51,17 @@ from websockets.http11 import Request, Response
 from ...errors import TransportError
 from ...hub import Hub
 from ...protocol.messages import DeviceHello, Error
-from .auth import AuthThrottle, TokenBucket, load_or_create_token, origin_allowed, token_matches
+from .auth import (
+    AuthThrottle,
+    QuietHandshakes,
+    TokenBucket,
+    host_allowed,
+    load_or_create_token,
+    local_names,
+    origin_allowed,
+    printable,
+    token_matches,
+)
 from .static import content_type, find_file, packaged_app
 
 if TYPE_CHECKING:
@@ -92,6 +102,12 @@ class Limits:
     """
 
     hello_timeout: float = 10.0
+    #: the largest first message (the hello) before the token is checked
+    hello_bytes: int = 64 * 1024
+    #: connections that have not passed their hello yet; past this, new ones get 1013 at once
+    max_unauthenticated: int = 16
+    #: how long closing every connection may take when the server stops
+    shutdown_timeout: float = 1.0
     message_rate: float = 20.0
     message_burst: int = 60
     flood_strikes: int = 30
@@ -210,6 +226,7 @@ class DirectOptions:
     data_dir: Path
     token: str | None
     allowed_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     max_frame_bytes: int
     max_connections: int
     max_queue: int
@@ -224,6 +241,7 @@ class DirectOptions:
             data_dir=settings.data_dir,
             token=settings.token,
             allowed_origins=tuple(settings.allowed_origins),
+            allowed_hosts=tuple(settings.allowed_hosts),
             max_frame_bytes=settings.max_frame_bytes,
             max_connections=settings.max_connections,
             max_queue=settings.max_queue,
@@ -257,6 +275,10 @@ class DirectServer:
         self._token: str | None = None
         self._server: Server | None = None
         self._connections: set[ServerConnection] = set()
+        #: connections still to pass their hello (their own, smaller budget: Limits.max_unauthenticated)
+        self._waiting: set[ServerConnection] = set()
+        self._stopping = asyncio.Event()
+        self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
 
     @classmethod
     def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
@@ -270,13 +292,16 @@ class DirectServer:
         if self._server is not None:
             return
         self._token = load_or_create_token(self.options.token, self.options.data_dir)
+        self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
+        self._stopping.clear()
         try:
             self._server = await serve(
                 self._handle,
                 self.options.host,
                 self.options.port,
                 process_request=self._process_request,
-                max_size=self.options.max_frame_bytes,
+                max_size=min(self.limits.hello_bytes, self.options.max_frame_bytes),  # raised after the hello
+                logger=QuietHandshakes(logging.getLogger("websockets.server")),
                 ping_interval=self.options.heartbeat,
                 ping_timeout=self.options.heartbeat,
                 close_timeout=self.limits.close_timeout,
@@ -287,13 +312,18 @@ class DirectServer:
         log.info("LineUp direct mode listening on %s", self.url)
 
     async def close(self) -> None:
-        """Close every connection (1001 ``the agent is shutting down``) and stop listening."""
+        """Close every connection (1001 ``the agent is shutting down``) and stop listening.
+
+        Hellos waiting for their slow-down turn are dropped at once; a connection that does not
+        answer the close within :attr:`Limits.shutdown_timeout` is cut.
+        """
         server, self._server = self._server, None
         if server is None:
             return
+        self._stopping.set()
         server.close(close_connections=False)
         closing = [
-            close_connection(c, GOING_AWAY, "the agent is shutting down", self.limits.close_timeout)
+            close_connection(c, GOING_AWAY, "the agent is shutting down", self.limits.shutdown_timeout)
             for c in list(self._connections)
         ]
         if closing:
@@ -364,13 +394,21 @@ class DirectServer:
     # ------------------------------------------------------------------------------ HTTP
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        if urlsplit(request.path).path != WS_PATH:
-            return self._static_file(connection, request)
         origins = request.headers.get_all("Origin")
         host = request.headers.get_all("Host")
-        origin = origins[0] if len(origins) == 1 else None
         if len(origins) > 1 or len(host) > 1:
             return connection.respond(HTTPStatus.BAD_REQUEST, "more than one Origin or Host header\n")
+        if not host_allowed(host[0] if host else None, self._allowed_hosts):
+            name = printable(host[0] if host else "")
+            log.info("refused a request for host %s (not this machine, not in allowed_hosts)", name)
+            return connection.respond(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                f"host {name} is not this agent: open the App by this machine's address, "
+                "or add the name to lineup's allowed_hosts setting\n",
+            )
+        if urlsplit(request.path).path != WS_PATH:
+            return self._static_file(connection, request)
+        origin = origins[0] if len(origins) == 1 else None
         if not origin_allowed(origin, host[0] if host else None, self.options.allowed_origins):
             log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
             return connection.respond(
@@ -401,21 +439,30 @@ class DirectServer:
     # ------------------------------------------------------------------------- WebSocket
 
     async def _handle(self, connection: ServerConnection) -> None:
-        if len(self._connections) >= self.options.max_connections:
-            log.warning("refused a connection: %d connections are open", len(self._connections))
+        waiting, attached = len(self._waiting), len(self._connections) - len(self._waiting)
+        if waiting >= self.limits.max_unauthenticated or attached >= self.options.max_connections:
+            log.info("refused a connection: %d App connections are open, %d still to say hello", attached, waiting)
             await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
             return
-        self._connections.add(connection)
         address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
         link = DirectLink(
             connection, f"direct:{address}", max_queue=self.options.max_queue, close_timeout=self.limits.close_timeout
         )
+        self._connections.add(connection)
+        self._waiting.add(connection)
         try:
-            if await self._handshake(connection, link, address):
+            attached = await self._handshake(connection, link, address)
+            self._waiting.discard(connection)
+            if attached and len(self._connections) - len(self._waiting) > self.options.max_connections:
+                log.warning("refused a device: %d App connections are open", self.options.max_connections)
+                link.shut(TRY_AGAIN_LATER, TOO_MANY, flush=True)
+            elif attached:
+                connection.protocol.max_size = self.options.max_frame_bytes  # the hello was small; answers may not be
                 await self._session(connection, link)
         except ConnectionClosed:
             pass
         finally:
+            self._waiting.discard(connection)
             await self.hub.disconnect(link)
             await link.finish()
             self._connections.discard(connection)
@@ -423,8 +470,11 @@ class DirectServer:
     async def _handshake(self, connection: ServerConnection, link: DirectLink, address: str) -> bool:
         """Hand the first message to the hub's handshake; whether the device is attached.
 
-        The hub checks the hello with this server's token; wrong tokens from one address are
-        slowed down (:class:`~lineup_plugin.transports.direct.auth.AuthThrottle`).
+        The first message may be at most :attr:`Limits.hello_bytes` long. The hub checks the
+        hello with this server's token; wrong tokens from one address are slowed down
+        (:class:`~lineup_plugin.transports.direct.auth.AuthThrottle`). A connection that goes away
+        while it waits for its turn gives up its place at once, as does every waiting one when the
+        server stops.
         """
         timeout = self.limits.hello_timeout
         try:
@@ -442,14 +492,26 @@ class DirectServer:
             if not token_matches(hello.token, self.token):
                 self.throttle.failed(address)
                 failures = self.throttle.failures(address)
-                log.warning("refused device %s from %s: wrong token (%d in a row)", hello.device_id, address, failures)
+                device = printable(hello.device_id or "")
+                log.warning("refused device %s from %s: wrong token (%d in a row)", device, address, failures)
                 return "wrong token"
             self.throttle.succeeded(address)
             return None
 
-        async with self.throttle.turn(address):
-            self.hub.connect(link, verify=verify)
-            await self.hub.receive(link, first)
+        async def in_turn() -> None:
+            async with self.throttle.turn(address):
+                self.hub.connect(link, verify=verify)
+                await self.hub.receive(link, first)
+
+        turn = asyncio.create_task(in_turn(), name=f"lineup-hello-{address}")
+        gone = asyncio.create_task(connection.wait_closed())
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({turn, gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (turn, gone, stopping):
+                task.cancel()
+            await asyncio.gather(turn, gone, stopping, return_exceptions=True)
         return self.hub.attached(link)
 
     async def _session(self, connection: ServerConnection, link: DirectLink) -> None:
