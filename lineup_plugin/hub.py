@@ -293,7 +293,8 @@ class Hub:
         refusal is told and the link closed). Without, the transport vouches for ``device_id``
         and the device is attached at once.
         """
-        self.session.open(link, name=link.name, verify=verify, device_id=device_id)
+        max_text = getattr(link, "max_text", None)  # a link that carries bounded messages says so
+        self.session.open(link, name=link.name, verify=verify, device_id=device_id, max_text=max_text)
         self._flush()
 
     def recover(self) -> list[Call]:

@@ -243,6 +243,8 @@ class _Link:
     name: str
     verify: Verifier | None
     device_id: str | None = None
+    #: the longest message the link carries (None: no limit of its own)
+    max_text: int | None = None
 
     @property
     def attached(self) -> bool:
@@ -335,18 +337,28 @@ class Session(Generic[L]):
 
     # ------------------------------------------------------------------------------ links
 
-    def open(self, link: L, *, name: str, verify: Verifier | None = None, device_id: str | None = None) -> None:
+    def open(
+        self,
+        link: L,
+        *,
+        name: str,
+        verify: Verifier | None = None,
+        device_id: str | None = None,
+        max_text: int | None = None,
+    ) -> None:
         """A transport connection exists.
 
         With ``verify``, the link must say ``device.hello`` first and ``verify`` decides on it.
         Without, the transport vouches for who is there: the link is attached at once as
-        ``device_id`` (each later hello re-syncs it).
+        ``device_id`` (each later hello re-syncs it). ``max_text`` is the longest message the
+        link can carry (an IM frame): a call longer than that fails at once instead of waiting
+        for an answer that cannot come.
         """
         if link in self._links:
             raise CallStateError(f"link {name} is already open")
         if verify is None and device_id is None:
             raise ValueError("a link opened without verify needs the device_id its transport vouches for")
-        self._links[link] = _Link(name=name, verify=verify)
+        self._links[link] = _Link(name=name, verify=verify, max_text=max_text)
         if verify is None:
             assert device_id is not None
             self._attach(link, device_id, None)
@@ -575,6 +587,13 @@ class Session(Generic[L]):
         expires_at = now + max(0.0, wait)
         request.expires_at = format_timestamp(expires_at)
         call = Call(request=request, conversation_id=self.conversation_id, created_at=now, expires_at=expires_at)
+        too_long = self._too_long(call)
+        if too_long is not None:
+            call.end("failed", too_long, now=now, error="too_large")
+            self._save(call)
+            self._audit("call.failed", call_id=call.call_id, detail="too_large")
+            self._ended(call)
+            return call
         self._live[call.call_id] = call
         heapq.heappush(self._deadlines, (expires_at, call.call_id))
         self._out.new_deadline = True
@@ -652,8 +671,26 @@ class Session(Generic[L]):
 
     # ------------------------------------------------------------------------------ shared
 
+    def _too_long(self, call: Call) -> str | None:
+        """Why ``call`` cannot reach an attached device whose link has a size limit, if it cannot."""
+        for link in self._attached:
+            limit = self._links[link].max_text
+            if limit is not None:
+                size = len(self.encode(call.request, self._attached[link]).encode())
+                if size > limit:
+                    return (
+                        f"the call is {size:,} bytes, more than {self._links[link].name} carries ({limit:,}); "
+                        "ask for less (shorter text, fewer options)"
+                    )
+        return None
+
     def _deliver(self, call: Call, link: L, device_id: str) -> None:
-        self._out.messages.append(Send(link, self.encode(call.request, device_id), call.call_id))
+        text = self.encode(call.request, device_id)
+        limit = self._links[link].max_text
+        if limit is not None and len(text.encode()) > limit:  # a link that attached after the call started
+            self._audit("call.undeliverable", call_id=call.call_id, device_id=device_id, detail="too_large")
+            return
+        self._out.messages.append(Send(link, text, call.call_id))
         if call.state == CallState.CREATED:
             call.advance(CallState.DELIVERED, now=self.clock())
             self._save(call)

@@ -725,6 +725,22 @@ def test_start_call_with_no_device_ends_failed_no_app_at_once() -> None:
     assert rig.session.next_deadline() is None
 
 
+def test_a_call_too_long_for_a_links_frames_fails_at_once_and_nothing_is_sent() -> None:
+    rig = Rig()
+    rig.session.open("im", name="wukongim:app-user", device_id="app-user", max_text=400)
+    rig.drain()
+
+    call = rig.session.start_call(ToolCall(call_id="big", name="choice", arguments={"question": "x" * 500}), wait=30)
+    batch = rig.drain()
+
+    assert call.state is CallState.FAILED and call.result is not None
+    message = call.result.result["message"]
+    assert call.result.result["error"] == "too_large" and "wukongim:app-user carries (400)" in message
+    assert batch.ended == [call] and batch.messages == []
+    small = rig.session.start_call(ToolCall(call_id="small", name="choice", arguments={"question": "x"}), wait=30)
+    assert small.state is CallState.DELIVERED and kinds(rig.drain(), "im") == ["tool.call"]
+
+
 def test_known_call_id_is_never_started_twice() -> None:
     rig = Rig()
     rig.connect("phone")
