@@ -378,17 +378,15 @@ class Session(Generic[L]):
 
     def receive(self, link: L, text: str | bytes) -> None:
         """Handle one message that arrived on ``link``; bad input is answered with an ``error``."""
-        try:
-            message = codec.decode(text)
-        except ProtocolError as exc:
-            self._bad_input(link, exc)
-            return
-        self.receive_envelope(link, message)
+        self._decoded(link, codec.decode, text)
 
     def receive_object(self, link: L, data: Any) -> None:
         """Like :meth:`receive` for a JSON object a transport has parsed already (e.g. from an IM message)."""
+        self._decoded(link, codec.decode_object, data)
+
+    def _decoded(self, link: L, decode: Callable[[Any], Envelope], data: Any) -> None:
         try:
-            message = codec.decode_object(data)
+            message = decode(data)
         except ProtocolError as exc:
             self._bad_input(link, exc)
             return
