@@ -310,3 +310,30 @@ async def test_a_hello_that_names_the_device_only_in_sender_id_is_accepted(tmp_p
         await ws.send(codec.encode(envelope))
         welcome = codec.decode(await ws.recv())
         assert welcome.kind == "device.welcome" and welcome.payload.device_id == "seed-phone"  # type: ignore[union-attr]
+
+
+# --- 10. lone surrogates in a hello's open cards or a stop reason ------------------------------------------
+
+
+async def test_a_lone_surrogate_in_open_calls_is_a_bad_hello_not_a_server_error(tmp_path: Path) -> None:
+    async with running(tmp_path) as server, connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+        hello = hello_text("phone", TOKEN, ["c1"]).replace('"c1"', '"\\ud83d"')
+        await ws.send(hello)
+        error = codec.decode(await ws.recv()).payload
+        assert isinstance(error, Error) and error.code == "bad_message" and "open_calls" in error.message
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400  # not 1011
+
+
+async def test_a_lone_surrogate_in_a_stop_reason_is_refused_and_a_clean_stop_still_works(tmp_path: Path) -> None:
+    stops: list[str] = []
+    hub = Hub(load_registry(load_entrypoints=False), on_stop=stops.append)
+    async with running(tmp_path, hub) as server:
+        app = await WsApp.connect(server, "phone")
+        await app.ws.send(encode_from("phone", AgentStop(reason="x")).replace('"reason":"x"', '"reason":"\\udfff"'))
+        error = (await app.next("error")).payload
+        assert isinstance(error, Error) and error.code == "bad_message" and "payload.reason" in error.message
+        await app.send(AgentStop(reason="enough"))
+        await wait_until(lambda: stops == ["phone"])
+        await app.close()
