@@ -596,8 +596,8 @@ class WuKongIMClient:
                 raise
             except RelayError as exc:
                 if isinstance(exc.__cause__, EOFError):
-                    if loop.time() - connect_sent >= self.options.timers.login_refused_after:
-                        late_closes += 1
+                    late = loop.time() - connect_sent >= self.options.timers.login_refused_after
+                    late_closes = late_closes + 1 if late else 0
                     if late_closes >= LOGIN_CLOSES_REFUSED:
                         raise self._refused(late_closes) from exc
                 log.warning("%s", exc)
