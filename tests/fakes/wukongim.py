@@ -456,6 +456,7 @@ class FakeWuKongIM:
             payload=payload,
             setting=stored.setting,
             stream_no=stored.stream_no,
+            stream_id=stored.message_id,  # as v2.2.5 fills it
             topic=stored.topic,
             flags=Flags(flags),
         )
