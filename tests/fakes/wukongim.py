@@ -6,14 +6,18 @@ and the official JS SDK can tell the difference:
 * CONNECT: token checked per (uid, device flag) when ``token_auth`` is on; the version is capped
   at 5, CONNACK carries the server version only when the client asked for more than 3 and a node
   id from version 4; X25519 + ``md5hex(base64(secret))[:16]`` key and a 16-character salt. A bad
-  token gets no CONNACK (``bad_token="silent"``, as v2.2.5), a closed socket (``"close"``) or
-  CONNACK reason 2 (``"connack"``, as v3).
+  token gets, as v2.2.5, no CONNACK and the connection closed ``bad_token_close_after`` seconds
+  later (``bad_token="silent"``; 4 s, the server's idle limit after CONNECT; ``None`` never
+  closes), or at once (``"close"``), or CONNACK reason 2 (``"connack"``, as v3).
+  :attr:`close_before_connack` closes the next logins right after CONNECT whatever the token
+  (what an idle limit, a failed token lookup or a restart looks like to the client).
 * SEND: msgKey verified and payload decrypted, else SENDACK reason 9; person channels are
   routed to the target uid (seen there with ``channel_id`` = the sender) and copied to the
   sender's other connections with RedDot cleared, never back to the sending connection; SENDACK
   echoes ``clientSeq`` and the SEND's header flags (and, with ``v3_sendack``, the clientMsgNo
   that v3 appends).
-* RECV is encrypted and signed per recipient connection, with version-dependent fields; every
+* RECV is encrypted and signed per recipient connection, with version-dependent fields and the
+  setting byte (with streamNo and topic) copied from the SEND, as v2.2.5 does; every
   RECVACK is recorded and unacknowledged messages can be re-pushed (:meth:`redeliver`).
 * HTTP: ``/route``, ``/user/token``, ``/message/send``, ``/channel``, ``/channel/subscriber_add``,
   ``/channel/messagesync`` (pull up, or the last messages) and ``/health``; with ``manager_token``
@@ -46,6 +50,7 @@ from websockets.exceptions import ConnectionClosed
 from lineup_plugin.errors import RelayProtocolError
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
+from lineup_plugin.transports.wukongim.client import Session
 from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import (
     ChannelType,
@@ -62,6 +67,7 @@ from lineup_plugin.transports.wukongim.proto import (
     RecvPacket,
     SendackPacket,
     SendPacket,
+    Setting,
 )
 
 NODE_ID = 1001
@@ -80,6 +86,9 @@ class StoredMessage:
     payload: bytes
     timestamp: int
     flags: Flags
+    setting: Setting = Setting.NONE
+    stream_no: str = ""
+    topic: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,7 @@ class FakeWuKongIM:
         *,
         token_auth: bool = False,
         bad_token: Literal["silent", "close", "connack"] = "silent",
+        bad_token_close_after: float | None = 4.0,
         encryption: bool = True,
         manager_token: str | None = None,
         max_version: int = wkproto.LATEST_VERSION,
@@ -135,6 +145,10 @@ class FakeWuKongIM:
     ) -> None:
         self.token_auth = token_auth
         self.bad_token = bad_token
+        self.bad_token_close_after = bad_token_close_after
+        self.close_before_connack = 0
+        self.connects = 0  # CONNECT packets received, accepted or not
+        self._timers: list[asyncio.TimerHandle] = []
         self.encryption = encryption
         self.manager_token = manager_token
         self.max_version = max_version
@@ -169,6 +183,8 @@ class FakeWuKongIM:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        for timer in self._timers:
+            timer.cancel()
         for conn in list(self.connections):
             await conn.abort()
         for server in (self._ws, self._tcp, self._http):
@@ -316,12 +332,22 @@ class FakeWuKongIM:
         conn.version = min(packet.version, self.max_version)
         conn.parser.version = conn.version
         server_version = conn.version if packet.version > 3 else None
+        self.connects += 1
+        if self.close_before_connack > 0:
+            self.close_before_connack -= 1
+            await conn.abort()
+            return
         if self.token_auth and self.tokens.get((packet.uid, packet.device_flag)) != packet.token:
             if self.bad_token == "connack":
                 await conn.send(ConnackPacket(0, ReasonCode.AUTH_FAIL, server_version=server_version))
             elif self.bad_token == "close":
                 await conn.abort()
-            return  # "silent": v2.2.5 logs the error and answers nothing
+            elif self.bad_token_close_after is not None:  # v2.2.5: no answer, idle close 4 s later
+                loop = asyncio.get_running_loop()
+                self._timers.append(
+                    loop.call_later(self.bad_token_close_after, lambda: loop.create_task(conn.abort()))
+                )
+            return
         reason = self.connect_reasons.get(packet.uid, ReasonCode.SUCCESS)
         if self.encryption and not packet.client_key:
             reason = ReasonCode.CLIENT_KEY_IS_EMPTY
@@ -363,6 +389,8 @@ class FakeWuKongIM:
         stored = self._store(
             conn.uid, packet.channel_id, packet.channel_type, payload, packet.client_msg_no, packet.flags
         )
+        # v2.2.5 copies the sender's setting byte into the RECVs it pushes (event_pushonline.go)
+        stored.setting, stored.stream_no, stored.topic = packet.setting, packet.stream_no, packet.topic
         echo = packet.client_msg_no if self.v3_sendack else ""  # v3 appends it, v2 never
         await conn.send(
             SendackPacket(
@@ -426,6 +454,10 @@ class FakeWuKongIM:
             message_seq=stored.message_seq,
             timestamp=stored.timestamp,
             payload=payload,
+            setting=stored.setting,
+            stream_no=stored.stream_no,
+            stream_id=stored.message_id,  # as v2.2.5 fills it
+            topic=stored.topic,
             flags=Flags(flags),
         )
         if conn.cipher is not None:
@@ -436,12 +468,21 @@ class FakeWuKongIM:
         await conn.write(frame)
 
     async def push(
-        self, from_uid: str, to_uid: str, payload: bytes, *, client_msg_no: str = "", flags: Flags = Flags.RED_DOT
+        self,
+        from_uid: str,
+        to_uid: str,
+        payload: bytes,
+        *,
+        client_msg_no: str = "",
+        flags: Flags = Flags.RED_DOT,
+        setting: Setting = Setting.NONE,
+        stream_no: str = "",
     ) -> StoredMessage:
         """Deliver a person message as if ``from_uid`` sent it (like ``POST /message/send``)."""
         stored = self._store(
             from_uid, to_uid, ChannelType.PERSON, payload, client_msg_no or f"push{time.time_ns()}", flags
         )
+        stored.setting, stored.stream_no = setting, stream_no
         await self._fan_out(stored, exclude=None)
         await self._notify()
         return stored
@@ -526,7 +567,7 @@ class FakeWuKongIM:
             "messages": [
                 {
                     "header": {"no_persist": 0, "red_dot": int(bool(m.flags & Flags.RED_DOT)), "sync_once": 0},
-                    "setting": 0,
+                    "setting": int(m.setting),
                     "message_id": m.message_id,
                     "message_idstr": str(m.message_id),
                     "client_msg_no": m.client_msg_no,
@@ -626,3 +667,36 @@ class JsSdkApp:
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.write(json.dumps(command).encode() + b"\n")
         await self._process.stdin.drain()
+
+
+# ---------------------------------------------------------------------------------------------
+# breaking the client's side of a connection
+
+
+class _RecvackBreaker:
+    """Wraps a session's byte pipe: the first RECVACK written raises ``error`` (the connection
+    "drops" exactly while a pushed message is being acknowledged); everything else passes."""
+
+    def __init__(self, link: Any, error: BaseException) -> None:
+        self.link = link
+        self.error = error
+        self.framed: bool = link.framed
+        self.broken = False
+
+    async def send(self, data: bytes) -> None:
+        if not self.broken and data and data[0] >> 4 == wkproto.PacketType.RECVACK:
+            self.broken = True
+            raise self.error
+        await self.link.send(data)
+
+    async def recv(self) -> bytes:
+        data: bytes = await self.link.recv()
+        return data
+
+    async def close(self) -> None:
+        await self.link.close()
+
+
+def break_next_recvack(session: Session, error: BaseException) -> None:
+    """Make ``session``'s next RECVACK write fail with ``error`` (a reset, a closed WebSocket)."""
+    session._link = _RecvackBreaker(session._link, error)  # fault injection

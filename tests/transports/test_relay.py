@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
+from websockets.exceptions import ConnectionClosedOK
+from websockets.frames import Close
 
 from lineup_plugin.config.settings import WuKongIMSettings
-from lineup_plugin.errors import RelayAuthError
+from lineup_plugin.errors import RelayAuthError, RelayProtocolError, TransportError
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
+from lineup_plugin.transports.wukongim import crypto as wkcrypto
+from lineup_plugin.transports.wukongim import proto as wkproto
 from lineup_plugin.transports.wukongim.client import ClientOptions, Session, Timers
-from lineup_plugin.transports.wukongim.proto import ReasonCode
-from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
-from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
+from lineup_plugin.transports.wukongim.crypto import SessionCipher
+from lineup_plugin.transports.wukongim.proto import ReasonCode, SendPacket
+from lineup_plugin.transports.wukongim.relay import Relay, max_envelope_text, wrap_envelope
+from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, break_next_recvack, js_sdk_missing
 
 FAST = Timers(connect_timeout=5, send_timeout=5, reconnect_min=0.01, reconnect_max=0.05)
 GUARD = 10  # seconds a test may wait for an event before it fails instead of hanging
@@ -155,6 +161,39 @@ async def test_a_failed_send_resyncs_the_app_after_reconnecting(server: FakeWuKo
             assert (await call).result == {"selected": "b", "index": 1}
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionResetError(104, "Connection reset by peer"),
+        ConnectionClosedOK(Close(1000, ""), Close(1000, ""), rcvd_then_sent=True),
+    ],
+    ids=["reset", "clean-ws-close"],
+)
+async def test_a_connection_lost_while_a_pushed_message_is_handled_reconnects_the_relay(
+    server: FakeWuKongIM, error: BaseException
+) -> None:
+    texts: list[str] = []
+    hub = make_hub(on_text=lambda device, text: texts.append(text))
+    async with py_app(server) as app, running_relay(server, hub) as relay:
+        await app.next("agent.status")
+        session = relay.client.session
+        assert session is not None
+        break_next_recvack(session, error)
+        await app.text("hello")  # handled, then its RECVACK meets the lost connection
+        with anyio.fail_after(GUARD):
+            await server.wait_until(lambda: len(server.logins) == 3 and server.online(AGENT))
+            await relay.connected.wait()
+        call = asyncio.create_task(hub.agent_call("choice", {"question": "Still there?", "options": ["y", "n"]}))
+        request = await app.next("tool.call")
+        await app.send(
+            "tool.result", {"call_id": request["payload"]["call_id"], "result": {"selected": "y", "index": 0}}
+        )
+        with anyio.fail_after(GUARD):
+            result = await call
+    assert (result.status, result.result) == ("completed", {"selected": "y", "index": 0})
+    assert texts == ["hello"]
+
+
 async def test_what_the_app_sent_while_the_relay_was_away_is_caught_up(server: FakeWuKongIM) -> None:
     texts: list[str] = []
     all_three = asyncio.Event()
@@ -287,11 +326,67 @@ async def test_a_wrong_manager_token_stops_the_relay() -> None:
 
 
 async def test_a_refused_agent_token_stops_the_relay() -> None:
-    async with FakeWuKongIM(token_auth=True, bad_token="close") as server:
+    # v2.2.5: no CONNACK, the idle connection closed 4 s after CONNECT (here 0.1 s), again and again
+    async with FakeWuKongIM(token_auth=True, bad_token_close_after=0.1) as server:
         config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, token="wrong", ws_url=server.ws_url)
-        with anyio.fail_after(GUARD), pytest.raises(RelayAuthError, match="before CONNACK"):
-            await Relay(config, make_hub(), timers=FAST).run()
+        timers = Timers(connect_timeout=GUARD, reconnect_min=0.01, reconnect_max=0.05, login_refused_after=0.05)
+        with anyio.fail_after(GUARD), pytest.raises(RelayAuthError, match="before CONNACK 3 times in a row"):
+            await Relay(config, make_hub(), timers=timers).run()
         assert server.http_calls == []  # ws_url given: no /route
+        assert server.connects == 3
+
+
+async def test_a_close_before_connack_does_not_stop_the_relay(server: FakeWuKongIM) -> None:
+    server.close_before_connack = 2  # e.g. the server restarting
+    async with running_relay(server, make_hub()) as relay:
+        assert relay.connected.is_set()
+    assert server.connects == 3
+
+
+# --- calls too large for one frame ----------------------------------------------------------
+
+
+def _send_frame(text: str, version: int) -> bytes:
+    # the SEND the relay's client makes of one envelope text: wrapped, encrypted, signed, framed
+    cipher = SessionCipher(b"0123456789abcdef", b"fedcba9876543210")
+    payload = cipher.encrypt(wrap_envelope(text, 9527))
+    packet = wkcrypto.signed(cipher, SendPacket(0xFFFFFFFF, uuid.uuid4().hex, APP, 1, payload))
+    return wkproto.encode(packet, version)
+
+
+def _text_of(size: int) -> str:
+    return '{"pad":"' + "x" * (size - 10) + '"}'
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])  # version 2 has no expire field: 4 bytes more room
+def test_max_text_fits_one_frame_and_one_byte_more_does_not(version: int) -> None:
+    limit = max_envelope_text(APP, 9527)
+    assert len(_text_of(limit).encode()) == limit
+    assert len(_send_frame(_text_of(limit), version)) <= 1 + 4 + wkproto.MAX_REMAINING_LENGTH
+    with pytest.raises(RelayProtocolError, match="exceeds"):
+        _send_frame(_text_of(limit + 1), version)
+
+
+def test_max_text_fits_one_frame_at_version_2() -> None:
+    _send_frame(_text_of(max_envelope_text(APP, 9527)), 2)
+
+
+async def test_a_text_too_large_for_one_frame_is_refused_at_once_and_the_largest_is_sent(
+    server: FakeWuKongIM,
+) -> None:
+    async with running_relay(server, make_hub()) as relay:
+        link = relay.link
+        assert link.max_text == max_envelope_text(APP, 9527) > 700_000
+        with pytest.raises(TransportError, match=f"too large for one WuKongIM frame.*at most {link.max_text}"):
+            link.send(_text_of(link.max_text + 1))
+        with pytest.raises(TransportError, match="too large"):
+            link.send('"' + "预" * (link.max_text // 3 + 1) + '"')  # fewer characters than bytes
+        largest = _text_of(link.max_text)
+        link.send(largest)
+        with anyio.fail_after(GUARD):
+            await server.wait_until(
+                lambda: any(m.payload == wrap_envelope(largest, 9527) for m in server.messages_from(AGENT))
+            )
 
 
 # --- the official JS SDK as the App ----------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import struct
 import subprocess
 from dataclasses import replace
 
@@ -228,8 +229,10 @@ def test_failed_connack_may_stop_before_the_node_id() -> None:
     assert wkproto.decode(frame, 5) == ConnackPacket(0, 2, server_version=5)
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("version", [2, 3, 4, 5])
-def test_recv_round_trips_at_every_version(version: int) -> None:
+def test_recv_round_trips_at_every_version(version: int, stream: bool) -> None:
+    with_stream = stream and version < 5  # version 5 has no stream fields in RECV
     packet = RecvPacket(
         from_uid="app",
         channel_id="app",
@@ -240,8 +243,11 @@ def test_recv_round_trips_at_every_version(version: int) -> None:
         timestamp=1_700_000_000,
         payload=b"cGF5bG9hZA==",
         msg_key="k",
-        setting=Setting.TOPIC,
+        setting=Setting.TOPIC | (Setting.STREAM if stream else Setting.NONE),
         expire=60 if version >= 3 else 0,
+        stream_no="s9" if with_stream else "",
+        stream_id=2**63 + 1 if with_stream else 0,
+        stream_flag=1 if with_stream else 0,
         topic="t",
         flags=Flags.RED_DOT | Flags.SYNC_ONCE,
     )
@@ -259,6 +265,50 @@ def test_stream_fields_exist_below_version_5(version: int) -> None:
     assert wkproto.decode(wkproto.encode(packet, version), version) == packet
     # version 5 dropped the streamNo string (2-byte length + "s1")
     assert len(wkproto.encode(packet, 4)) == len(wkproto.encode(packet, 5)) + 4
+
+
+def _goproto_1_2_3_stream_recv_body() -> bytes:
+    # A RECV body as WuKongIMGoProto v1.2.3 (WuKongIM v2.2.5) writes it at version 4 with the
+    # STREAM setting, built field by field from recv.go rather than with our encoder.
+    def string(value: bytes) -> bytes:
+        return struct.pack(">h", len(value)) + value
+
+    return (
+        bytes([Setting.STREAM])
+        + string(b"key")
+        + string(b"app")
+        + string(b"app")
+        + bytes([1])  # channelType
+        + struct.pack(">I", 0)  # expire (v3+)
+        + string(b"cmn")
+        + bytes([2])  # streamFlag: end
+        + string(b"stream-7")
+        + struct.pack(">Q", 2**40 + 5)  # streamId
+        + struct.pack(">q", 99)  # messageId
+        + struct.pack(">I", 3)  # messageSeq
+        + struct.pack(">i", 1_700_000_000)
+        + b"cGF5bG9hZA=="
+    )
+
+
+def test_recv_stream_fields_are_read_in_the_goproto_1_2_3_layout() -> None:
+    body = _goproto_1_2_3_stream_recv_body()
+    frame = bytes([PacketType.RECV << 4]) + wkproto.encode_varint(len(body)) + body
+    packet = wkproto.decode(frame, 4)
+    assert isinstance(packet, RecvPacket)
+    assert (packet.stream_flag, packet.stream_no, packet.stream_id) == (2, "stream-7", 2**40 + 5)
+    assert (packet.message_id, packet.message_seq, packet.payload) == (99, 3, b"cGF5bG9hZA==")
+    assert wkproto.encode(packet, 4) == frame
+
+
+def test_string_lengths_are_signed_int16_as_the_server_reads_them() -> None:
+    wkproto.encode(DisconnectPacket(1, "x" * 0x7FFF))
+    with pytest.raises(RelayProtocolError, match="too long"):
+        wkproto.encode(DisconnectPacket(1, "x" * 0x8000))
+    body = b"\x01" + b"\x80\x00" + b"x" * 0x8000  # a length the server would read as -32768
+    frame = bytes([PacketType.DISCONNECT << 4]) + wkproto.encode_varint(len(body)) + body
+    with pytest.raises(RelayProtocolError, match="'reason' has a negative length"):
+        wkproto.decode(frame)
 
 
 def test_disconnect_and_unused_types_decode() -> None:

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from websockets.exceptions import ConnectionClosedOK
+from websockets.frames import Close
 
 from lineup_plugin.errors import ConfigError, RelayAuthError, RelayError, RelayProtocolError, RelayTimeoutError
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
@@ -20,8 +22,9 @@ from lineup_plugin.transports.wukongim.proto import (
     ReasonCode,
     RecvPacket,
     SendackPacket,
+    Setting,
 )
-from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
+from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, break_next_recvack, js_sdk_missing
 
 FAST = Timers(
     connect_timeout=5, send_timeout=5, ping_interval=30, pong_timeout=5, reconnect_min=0.01, reconnect_max=0.05
@@ -73,6 +76,19 @@ async def test_person_message_round_trip_at_every_version(server: FakeWuKongIM, 
     finally:
         await alice.close()
         await bob.close()
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
+async def test_a_stream_flagged_message_is_delivered_and_the_session_lives(server: FakeWuKongIM, version: int) -> None:
+    agent = await Session.open(server.ws_url, options("agent", version=version))
+    try:
+        await server.push("app", "agent", b"chunk", setting=Setting.STREAM, stream_no="s-1")
+        await server.push("app", "agent", b"plain")
+        assert (await next_message(agent)).payload == b"chunk"
+        assert (await next_message(agent)).payload == b"plain"
+        await agent.send("app", 1, b"{}")  # the session is still up
+    finally:
+        await agent.close()
 
 
 async def test_tcp_works_like_websocket(server: FakeWuKongIM) -> None:
@@ -174,10 +190,68 @@ async def test_v2_silence_on_a_bad_token_times_out_with_a_hint() -> None:
 
 
 @pytest.mark.parametrize("url", ["ws_url", "tcp_url"])
-async def test_close_without_connack_is_reported_as_a_refused_token(url: str) -> None:
+async def test_one_close_without_connack_is_a_relay_error_not_a_refusal(url: str) -> None:
     async with FakeWuKongIM(token_auth=True, bad_token="close") as server:
-        with pytest.raises(RelayAuthError, match="closed the connection before CONNACK.*token for uid 'agent'"):
+        with pytest.raises(RelayError, match="closed the connection before CONNACK.*for uid 'agent'") as info:
             await Session.open(getattr(server, url), options("agent", "wrong"))
+    assert not isinstance(info.value, RelayAuthError)
+    assert isinstance(info.value.__cause__, EOFError)
+
+
+async def test_the_fake_closes_a_bad_token_login_without_connack_after_a_configurable_delay() -> None:
+    assert FakeWuKongIM().bad_token_close_after == 4.0  # v2.2.5's idle limit after CONNECT
+    async with FakeWuKongIM(token_auth=True, bad_token_close_after=0.01) as server:
+        with anyio.fail_after(GUARD), pytest.raises(RelayError, match="closed the connection before CONNACK") as info:
+            await Session.open(server.ws_url, options("agent", "wrong", timers=Timers(connect_timeout=GUARD)))
+    assert isinstance(info.value.__cause__, EOFError)  # closed, not timed out
+    assert server.connects == 1 and server.logins == []
+
+
+async def test_closes_right_after_connect_are_retried_until_the_login_succeeds(server: FakeWuKongIM) -> None:
+    server.close_before_connack = 3  # idle limits, a failed token lookup, a restart...
+
+    async def ignore(message: Message) -> None:
+        pass
+
+    client = WuKongIMClient(options("agent"), server.ws_url, ignore)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.run)
+        with anyio.fail_after(GUARD):
+            await client.wait_connected()
+        await client.close()
+    assert server.connects == 4
+    assert server.logins == [("agent", 2, 5)]
+
+
+async def test_repeated_closes_long_after_connect_mean_the_token_was_refused() -> None:
+    timers = Timers(connect_timeout=GUARD, reconnect_min=0.01, reconnect_max=0.05, login_refused_after=0.05)
+
+    async def ignore(message: Message) -> None:
+        pass
+
+    async with FakeWuKongIM(token_auth=True, bad_token_close_after=0.1) as server:
+        client = WuKongIMClient(options("agent", "wrong", timers=timers), server.ws_url, ignore)
+        with anyio.fail_after(GUARD), pytest.raises(RelayAuthError, match="3 times in a row.*uid 'agent'"):
+            await client.run()
+    assert server.connects == 3
+
+
+async def test_early_closes_do_not_count_towards_a_refusal() -> None:
+    timers = Timers(connect_timeout=GUARD, reconnect_min=0.01, reconnect_max=0.05, login_refused_after=GUARD)
+
+    async def ignore(message: Message) -> None:
+        pass
+
+    async with FakeWuKongIM(token_auth=True, bad_token_close_after=None) as server:
+        server.tokens[("agent", 2)] = "secret"
+        server.close_before_connack = 5
+        client = WuKongIMClient(options("agent", "secret", timers=timers), server.ws_url, ignore)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run)
+            with anyio.fail_after(GUARD):
+                await client.wait_connected()
+            await client.close()
+    assert server.connects == 6
 
 
 async def test_v3_auth_fail_reason_is_an_auth_error() -> None:
@@ -388,6 +462,37 @@ async def test_client_retries_until_the_server_answers(server: FakeWuKongIM) -> 
             await client.wait_connected()
         await client.close()
     assert attempts == 3
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionResetError(104, "Connection reset by peer"),
+        ConnectionClosedOK(Close(1000, ""), Close(1000, ""), rcvd_then_sent=True),
+    ],
+    ids=["reset", "clean-ws-close"],
+)
+async def test_a_connection_lost_while_acknowledging_a_message_reconnects(
+    server: FakeWuKongIM, error: BaseException
+) -> None:
+    received: list[bytes] = []
+
+    async def on_message(message: Message) -> None:
+        received.append(message.payload)
+
+    client = WuKongIMClient(options("agent"), server.ws_url, on_message)
+    with anyio.fail_after(GUARD):
+        running = asyncio.create_task(client.run())
+        break_next_recvack(await client.wait_connected(), error)
+        await server.push("app", "agent", b"first")
+        await server.wait_until(lambda: len(server.logins) == 2 and server.online("agent"))
+        assert not running.done()  # run() did not die with the RECVACK's error
+        second = await server.push("app", "agent", b"second")
+        await server.wait_until(lambda: server.recvacks)
+        await client.close()
+        await running
+    assert received == [b"first", b"second"]
+    assert [ack.message_id for ack in server.recvacks] == [second.message_id]
 
 
 async def test_a_failing_handler_does_not_stop_delivery(server: FakeWuKongIM) -> None:

@@ -5,6 +5,13 @@ encrypted SEND/SENDACK (correlated by ``clientSeq``), RECV answered by RECVACK, 
 heartbeat. :class:`WuKongIMClient` keeps a session alive, reconnecting with exponential backoff,
 and hands every received message to a callback before acknowledging it.
 
+A connection closed between CONNECT and CONNACK is not, by itself, a refused token: WuKongIM
+v2.2.5 also closes there for its idle limits (2 s before CONNECT is read, 4 s after), a failed
+token lookup or a restart. Only a CONNACK or DISCONNECT reason code, or
+:data:`LOGIN_CLOSES_REFUSED` closes in a row each at least ``Timers.login_refused_after`` after
+CONNECT (v2.2.5 sends nothing for a bad token and drops the idle connection 4 s later), stops the
+client as refused; any other close is retried with backoff.
+
 Failures surface as :class:`~lineup_plugin.errors.RelayError` and its subclasses; socket and
 websockets exceptions never leak out.
 """
@@ -32,6 +39,7 @@ from lineup_plugin.errors import (
     RelayError,
     RelayProtocolError,
     RelayTimeoutError,
+    TransportError,
 )
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
@@ -58,6 +66,11 @@ log = logging.getLogger(__name__)
 _AUTH_REASONS = {ReasonCode.AUTH_FAIL, ReasonCode.QUERY_TOKEN_ERROR, ReasonCode.BAN}
 _ACK_FLAGS = Flags.NO_PERSIST | Flags.RED_DOT | Flags.SYNC_ONCE
 _WS_LIMIT = wkproto.MAX_REMAINING_LENGTH + 5  # header byte + 4 varint bytes
+CLIENT_MSG_NO_LENGTH = 32
+"""Length of the clientMsgNo :meth:`Session.send` makes up (a uuid4 in hex)."""
+LOGIN_CLOSES_REFUSED = 3
+"""Closes without CONNACK, in a row and each late (see ``Timers.login_refused_after``), that mean
+the token was refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +78,9 @@ class Timers:
     """The client's deadlines and intervals, in seconds.
 
     The server drops a connection idle for 3 minutes, so ``ping_interval`` must stay well below
-    that. Reconnection waits grow from ``reconnect_min`` to ``reconnect_max`` (with jitter).
+    that. Reconnection waits grow from ``reconnect_min`` to ``reconnect_max`` (with jitter). A
+    close without CONNACK at least ``login_refused_after`` after CONNECT looks like WuKongIM
+    v2.2.5 dropping a refused login (it closes a connection idle for 4 s after CONNECT).
     """
 
     connect_timeout: float = 10.0
@@ -74,6 +89,7 @@ class Timers:
     pong_timeout: float = 10.0
     reconnect_min: float = 0.5
     reconnect_max: float = 30.0
+    login_refused_after: float = 3.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +273,16 @@ class Session:
 
     @classmethod
     async def open(cls, addr: str, options: ClientOptions) -> Session:
-        """Connect to ``addr`` and log in; raise RelayAuthError, RelayTimeoutError or RelayError."""
+        """Connect to ``addr`` and log in; raise RelayAuthError, RelayTimeoutError or RelayError.
+
+        A connection closed before CONNACK is a plain :class:`RelayError` whose ``__cause__`` is
+        an :class:`EOFError` (the server may close there for reasons other than the token).
+        """
         link = await _open_link(addr, options.timers.connect_timeout)
+        return await cls._login(link, addr, options)
+
+    @classmethod
+    async def _login(cls, link: _Link, addr: str, options: ClientOptions) -> Session:
         try:
             return await cls._handshake(link, addr, options)
         except BaseException:
@@ -293,10 +317,10 @@ class Session:
         except (OSError, ConnectionClosed) as exc:
             raise RelayError(f"wukongim connection lost during login: {exc}") from None
         except EOFError as exc:
-            raise RelayAuthError(
-                f"wukongim closed the connection before CONNACK ({exc}): the token for {who} "
-                "was probably refused (v2 servers send no CONNACK on a bad token)"
-            ) from None
+            raise RelayError(
+                f"wukongim closed the connection before CONNACK ({exc}) for {who}: an idle limit, a "
+                "restart or a refused token (v2.2.5 sends no CONNACK on a bad token)"
+            ) from exc
         first, rest = packets[0], packets[1:]
         if isinstance(first, DisconnectPacket):
             raise _reason_error("wukongim refused the login", first.reason_code, first.reason)
@@ -355,7 +379,11 @@ class Session:
         return SendAck(ack.message_id, ack.message_seq, client_msg_no)
 
     async def ack(self, message: Message) -> None:
-        """Send the RECVACK for ``message``, echoing its header flags as the SDKs do."""
+        """Send the RECVACK for ``message``, echoing its header flags as the SDKs do.
+
+        Does nothing on a closed session; raises RelayError (and closes the session) if the
+        connection is lost while writing.
+        """
         if not self._closed.is_set():
             flags = message.flags & _ACK_FLAGS
             await self._write(RecvackPacket(message.message_id, message.message_seq, flags))
@@ -548,25 +576,53 @@ class WuKongIMClient:
         return await session.send(channel_id, channel_type, payload, client_msg_no=client_msg_no)
 
     async def run(self) -> None:
-        """Connect, deliver messages and reconnect until :meth:`close`; raise on fatal errors."""
+        """Connect, deliver messages and reconnect until :meth:`close`; raise on fatal errors.
+
+        Fatal are a login refused with a reason code, :data:`LOGIN_CLOSES_REFUSED` late closes
+        before CONNACK in a row, and a DISCONNECT (kicked, banned); every other failure, at any
+        point, is logged and followed by a reconnection.
+        """
         failures = 0
+        late_closes = 0  # closes before CONNACK in a row, each long enough after CONNECT
+        loop = asyncio.get_running_loop()
         while not self._stopping.is_set():
+            connect_sent = loop.time()
             try:
                 addr = self._addr if isinstance(self._addr, str) else await self._addr()
-                session = await Session.open(addr, self.options)
+                link = await _open_link(addr, self.options.timers.connect_timeout)
+                connect_sent = loop.time()
+                session = await Session._login(link, addr, self.options)
             except RelayAuthError:
                 raise
             except RelayError as exc:
+                if isinstance(exc.__cause__, EOFError):
+                    late = loop.time() - connect_sent >= self.options.timers.login_refused_after
+                    late_closes = late_closes + 1 if late else 0
+                    if late_closes >= LOGIN_CLOSES_REFUSED:
+                        raise self._refused(late_closes) from exc
                 log.warning("%s", exc)
                 failures += 1
                 await self._backoff(failures)
                 continue
-            failures = 0
-            error = await self._serve(session)
+            failures = late_closes = 0
+            try:
+                error = await self._serve(session)
+            except TransportError as exc:  # e.g. from on_state; the session is closed by now
+                log.warning("wukongim session ended: %s", exc)
+                error = None
             if error is not None and error.reason_code is not None:
                 raise error  # DISCONNECT from the server: kicked or banned; do not fight it
             if not self._stopping.is_set():
                 await self._backoff(1)
+
+    def _refused(self, closes: int) -> RelayAuthError:
+        after = self.options.timers.login_refused_after
+        who = f"uid {self.options.uid!r} (device flag {self.options.device_flag})"
+        return RelayAuthError(
+            f"wukongim closed the connection before CONNACK {closes} times in a row, each {after:g}s or "
+            f"more after CONNECT: the token for {who} was refused (v2 servers send no CONNACK on a bad "
+            "token and drop the idle connection)"
+        )
 
     async def _serve(self, session: Session) -> RelayError | None:
         self._session = session
@@ -581,7 +637,11 @@ class WuKongIMClient:
                     await self._on_message(message)
                 except Exception:
                     log.exception("handler failed on wukongim message %d", message.message_id)
-                await session.ack(message)
+                try:
+                    await session.ack(message)
+                except RelayError as exc:  # the connection went while we handled the message:
+                    log.info("no RECVACK for wukongim message %d: %s", message.message_id, exc)
+                    # the session is closed now, messages() ends, and the server pushes it again
         finally:
             self._connected.clear()
             self._session = None

@@ -8,10 +8,15 @@ Wire facts (WuKongIMGoProto v1.2.3; details in ``shared/reference/wukongim-proto
 
 * a frame is one header byte ``type << 4 | flags``, an MQTT-style varint "remaining length"
   (at most 4 bytes, at most 1 MiB) and the body; PING and PONG are the bare bytes 0x70 / 0x80;
-* integers are big-endian, a string is a u16 length and UTF-8 bytes, the payload is the rest of
-  the body;
+* integers are big-endian, a string is a length and UTF-8 bytes, the payload is the rest of the
+  body; the length is read as a *signed* int16 (GoProto ``Decoder.Binary``), so no string field
+  may exceed 32,767 bytes;
 * some fields exist only from a protocol version on (``expire`` from 3, ``nodeId`` from 4), so
-  encoding and decoding take the version negotiated on CONNECT.
+  encoding and decoding take the version negotiated on CONNECT;
+* the stream fields of RECV (protocol 2 to 4, setting bit STREAM) are ``u8 streamFlag, string
+  streamNo, u64 streamId`` in GoProto v1.2.3, which WuKongIM v2.2.5 writes (GoProto v1.0.0 and
+  wukongimjssdk 1.0.4 still read the old ``string, u32, u8``). The server copies the sender's
+  setting byte into the RECVs it pushes, so a stream-flagged SEND reaches us with these fields.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ OLDEST_VERSION = 2
 """The oldest version we accept; wukongimjssdk 1.0.4 speaks 2."""
 MAX_REMAINING_LENGTH = 1024 * 1024
 """Largest body a frame may carry (the server refuses bigger ones)."""
-MAX_STRING_LENGTH = 0xFFFF
+MAX_STRING_LENGTH = 0x7FFF
+"""Longest string field: the server reads string lengths as a signed int16."""
 
 
 class PacketType(enum.IntEnum):
@@ -238,7 +244,7 @@ class RecvPacket:
     setting: Setting = Setting.NONE
     expire: int = 0
     stream_no: str = ""
-    stream_seq: int = 0
+    stream_id: int = 0
     stream_flag: int = 0
     topic: str = ""
     flags: Flags = Flags.NONE
@@ -393,7 +399,10 @@ class _Reader:
         return self._unpack(">Q", field)
 
     def string(self, field: str) -> str:
-        raw = self._take(self._unpack(">H", field), field)
+        size = self._unpack(">h", field)  # signed, as the server reads it
+        if size < 0:
+            raise RelayProtocolError(f"{self.what} field {field!r} has a negative length ({size})")
+        raw = self._take(size, field)
         try:
             return raw.decode()
         except UnicodeDecodeError:
@@ -474,9 +483,9 @@ def _encode_body(packet: Packet, version: int) -> tuple[PacketType, int, bytes]:
                 w.u32(packet.expire)
             w.string(packet.client_msg_no)
             if _has_stream(packet.setting, version):
-                w.string(packet.stream_no)
-                w.u32(packet.stream_seq)
                 w.u8(packet.stream_flag)
+                w.string(packet.stream_no)
+                w.u64(packet.stream_id)
             w.i64(packet.message_id)
             w.u32(packet.message_seq)
             w.i32(packet.timestamp)
@@ -552,11 +561,11 @@ def _decode_recv(r: _Reader, flags: Flags, version: int) -> RecvPacket:
     channel_type = r.u8("channelType")
     expire = r.u32("expire") if version >= 3 else 0
     client_msg_no = r.string("clientMsgNo")
-    stream_no, stream_seq, stream_flag = "", 0, 0
+    stream_no, stream_id, stream_flag = "", 0, 0
     if _has_stream(setting, version):
-        stream_no = r.string("streamNo")
-        stream_seq = r.u32("streamSeq")
         stream_flag = r.u8("streamFlag")
+        stream_no = r.string("streamNo")
+        stream_id = r.u64("streamId")
     message_id = r.i64("messageId")
     message_seq = r.u32("messageSeq")
     timestamp = r.i32("timestamp")
@@ -574,7 +583,7 @@ def _decode_recv(r: _Reader, flags: Flags, version: int) -> RecvPacket:
         setting=setting,
         expire=expire,
         stream_no=stream_no,
-        stream_seq=stream_seq,
+        stream_id=stream_id,
         stream_flag=stream_flag,
         topic=topic,
         flags=flags,

@@ -42,8 +42,14 @@ import httpx
 from lineup_plugin.errors import RelayAuthError, RelayError, TransportError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, Text
-from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Timers, WuKongIMClient
-from lineup_plugin.transports.wukongim.proto import ChannelType, DeviceFlag, Flags
+from lineup_plugin.transports.wukongim.client import (
+    CLIENT_MSG_NO_LENGTH,
+    ClientOptions,
+    Message,
+    Timers,
+    WuKongIMClient,
+)
+from lineup_plugin.transports.wukongim.proto import MAX_REMAINING_LENGTH, ChannelType, DeviceFlag, Flags
 
 if TYPE_CHECKING:
     from lineup_plugin.config.settings import WuKongIMSettings
@@ -62,6 +68,24 @@ SYNC_PAGE = 100
 def wrap_envelope(text: str, content_type: int) -> bytes:
     """The message payload carrying one encoded envelope (``text`` is JSON from ``codec.encode``)."""
     return f'{{"type":{content_type},"envelope":{text}}}'.encode()
+
+
+_MSG_KEY_LENGTH = 32  # md5 hex
+_AES_BLOCK = 16
+
+
+def max_envelope_text(uid: str, content_type: int) -> int:
+    """The largest envelope text, in UTF-8 bytes, that one SEND frame to ``uid`` can carry.
+
+    The SEND body (at most :data:`~lineup_plugin.transports.wukongim.proto.MAX_REMAINING_LENGTH`)
+    holds, at any protocol version, the setting byte, clientSeq (u32), clientMsgNo, channel id and
+    type, expire (u32) and msgKey before the payload; the payload is the wrapped envelope, AES
+    padded (PKCS7 adds 1 to 16 bytes) and base64 encoded (4 characters per 3 bytes).
+    """
+    fields = 1 + 4 + (2 + CLIENT_MSG_NO_LENGTH) + (2 + len(uid.encode())) + 1 + 4 + (2 + _MSG_KEY_LENGTH)
+    base64_room = MAX_REMAINING_LENGTH - fields
+    cipher_room = base64_room // 4 * 3 // _AES_BLOCK * _AES_BLOCK  # whole AES blocks that fit
+    return cipher_room - 1 - len(wrap_envelope("", content_type))
 
 
 class WuKongIMApi:
@@ -152,16 +176,28 @@ class RelayLink:
     """The App user on the person channel, as a :class:`~lineup_plugin.ports.Link`.
 
     :meth:`send` queues for the relay's sender, which writes in order and waits for each
-    WuKongIM send acknowledgement; an IM channel has nothing to close.
+    WuKongIM send acknowledgement; an IM channel has nothing to close. :attr:`max_text` is the
+    largest envelope text (UTF-8 bytes) one WuKongIM frame carries; :meth:`send` refuses more.
     """
 
     def __init__(self, relay: Relay, uid: str) -> None:
         self.relay = relay
         self.uid = uid
         self.name = f"wukongim:{uid}"
+        #: the largest envelope text, in UTF-8 bytes, that fits one WuKongIM frame
+        self.max_text: int = max_envelope_text(uid, relay.settings.content_type)
 
     def send(self, text: str) -> None:
-        """Queue one encoded envelope for the App user; raises TransportError when the queue is full."""
+        """Queue one encoded envelope for the App user.
+
+        Raises TransportError when the queue is full, or at once, queueing nothing, when ``text``
+        is larger than :attr:`max_text` (WuKongIM would refuse the frame).
+        """
+        if len(text) > self.max_text // 4 and (size := len(text.encode())) > self.max_text:
+            raise TransportError(
+                f"relay to {self.uid}: message of {size} bytes is too large for one WuKongIM frame "
+                f"(at most {self.max_text} bytes of envelope JSON once encrypted into 1 MiB)"
+            )
         self.relay.enqueue(self.uid, text)
 
     def close(self, code: int, reason: str) -> None:
