@@ -94,7 +94,7 @@ class RelayError(TransportError):
 
 
 class RelayAuthError(RelayError, AuthError):
-    """The WuKongIM server refused the agent's uid and token (or closed without a CONNACK)."""
+    """The WuKongIM server refused the agent's uid and token (a reason code, or repeated closes before CONNACK)."""
 
 
 class RelayProtocolError(RelayError):

@@ -420,3 +420,13 @@ async def test_choice_round_trip_with_the_official_js_sdk() -> None:
     assert texts == ["thanks"]
     app_acks = [a for a in server.recvacks if a.uid == APP]
     assert {a.message_id for a in app_acks} >= {int(call["messageID"])}  # the SDK acknowledged the call
+
+
+async def test_a_call_larger_than_one_wukongim_frame_fails_at_once_saying_so(server: FakeWuKongIM) -> None:
+    hub = make_hub()
+    async with py_app(server), running_relay(server, hub):
+        huge = {"question": "Which one?", "options": ["x" * 200_000 + str(n) for n in range(5)]}
+        with anyio.fail_after(GUARD):
+            result = await hub.agent_call("choice", huge)
+        assert result.status == "failed" and result.result["error"] == "too_large"
+        assert "carries" in result.result["message"] and "ask for less" in result.result["message"]

@@ -311,6 +311,9 @@ class Relay:
                 await self.send_envelope(uid, text)
             except RelayError as exc:
                 log.info("relay send to %s failed: %s", uid, exc)
+            except Exception:  # a bug must cost one message, never the sender (the queue would stall)
+                self._missed = True
+                log.exception("relay sender failed on a message to %s", uid)
 
     async def send_envelope(self, uid: str, text: str) -> None:
         """Send one encoded envelope to ``uid`` as LineUp custom content."""
