@@ -151,6 +151,62 @@ async def test_with_no_app_connected_the_model_reads_a_clear_failure(hermes: Her
     assert "no LineUp App is connected" in answer["json"]["result"]["message"]
 
 
+class AppFeed:
+    """What the plugin pushes to the App, recorded where it is decided: mirrored replies and statuses."""
+
+    def __init__(self, hermes: Hermes, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.texts: list[str] = []
+        self.statuses: list[str] = []
+        service = hermes.service
+        send_text, report_status = service.send_text, service.report_status
+
+        def record_text(text: str) -> None:
+            self.texts.append(text)
+            send_text(text)
+
+        def record_status(state: str, detail: str | None = None) -> None:
+            self.statuses.append(state)
+            report_status(state, detail)
+
+        monkeypatch.setattr(service, "send_text", record_text)
+        monkeypatch.setattr(service, "report_status", record_status)
+
+
+@bounded
+async def test_an_agent_of_another_platform_that_never_used_lineup_stays_private(
+    hermes: Hermes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermes.llm.reset(say("Your bank PIN is in the drawer."))
+    feed = AppFeed(hermes, monkeypatch)
+    app = await WsApp.connect(hermes.server)
+    try:
+        agent = hermes.agent(attach=False, platform="telegram")
+        result = await result_of(run_in_thread(agent, "where is my PIN?"))
+    finally:
+        await app.close()
+    assert result["final_response"] == "Your bank PIN is in the drawer."
+    assert (feed.texts, feed.statuses) == ([], [])
+
+
+@bounded
+async def test_an_agent_of_another_platform_that_asked_the_app_has_its_reply_mirrored(
+    hermes: Hermes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("Deploying to test."))
+    feed = AppFeed(hermes, monkeypatch)
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(attach=False, platform="telegram"), "deploy the app")
+        card = await app.next_call()
+        await app.answer(card, selected="test", index=0)
+        await result_of(run)
+        await next_text(app, "Deploying to test.")
+    finally:
+        await app.close()
+    assert feed.texts == ["Deploying to test."]
+    assert feed.statuses[-1] == "idle"
+
+
 @bounded
 async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Hermes) -> None:
     hermes.llm.reset(call("weather", city="Paris"), call("rating", subject="the forecast"), say("Thanks!"))

@@ -71,10 +71,11 @@ class FakeAgent:
 
 
 class FakeCli:
-    """Hermes' interactive CLI: its agent, and whether a turn runs."""
+    """Hermes' interactive CLI: its agent, its session, and whether a turn runs."""
 
     def __init__(self, running: bool) -> None:
         self.agent = FakeAgent("cli")
+        self.session_id = "cli"
         self._agent_running = running
 
 
@@ -266,14 +267,82 @@ def test_in_the_gateway_app_text_is_a_session_message_and_stop_is_the_stop_comma
 # ----------------------------------------------------------------------------- hooks and command
 
 
-def test_replies_are_mirrored_to_the_app_outside_the_gateway_only(runtime: HermesRuntime) -> None:
-    sent: list[str] = []
-    runtime.service.send_text = sent.append  # type: ignore[method-assign]
+class AppFeed:
+    """What the hooks push to the App, recorded at the service: mirrored replies and statuses."""
+
+    def __init__(self, runtime: HermesRuntime) -> None:
+        self.texts: list[str] = []
+        self.statuses: list[str] = []
+        runtime.service.send_text = self.texts.append  # type: ignore[method-assign]
+        runtime.service.report_status = lambda state, detail=None: self.statuses.append(state)  # type: ignore[method-assign]
+
+
+def a_turn(hooks: HermesHooks, session_id: str, reply: str, platform: str) -> None:
+    """One turn's hooks, with the arguments Hermes passes (``agent/turn_context.py``, ``turn_finalizer.py``)."""
+    hooks.pre_llm_call(session_id=session_id, task_id="t", turn_id="1", user_message="hi", platform=platform)
+    hooks.post_llm_call(session_id=session_id, task_id="t", assistant_response=reply, platform=platform)
+    hooks.on_session_end(session_id=session_id, completed=True, interrupted=False, platform=platform)
+
+
+def test_a_session_the_app_takes_no_part_in_is_never_mirrored_nor_shown(runtime: HermesRuntime) -> None:
+    feed = AppFeed(runtime)
+    a_turn(HermesHooks(runtime), "telegram-1", "a private reply", platform="telegram")
+    assert (feed.texts, feed.statuses) == ([], [])
+
+
+def test_a_session_that_called_a_lineup_tool_is_mirrored_and_shown(runtime: HermesRuntime) -> None:
+    runtime.service.bridge.sync()
+    feed = AppFeed(runtime)
+    other = ServerLock(runtime.service.settings.data_dir)
+    assert other.acquire("gateway")  # the call ends at once (not_owner): only its session id matters here
+    try:
+        runtime.ctx.tools["choice"]["handler"]({"question": "?", "options": ["a"]}, session_id="tg-2", task_id="t")
+    finally:
+        other.release()
+    a_turn(HermesHooks(runtime), "tg-2", "deployed", platform="telegram")
+    assert (feed.texts, feed.statuses) == (["deployed"], ["thinking", "idle"])
+
+
+def test_an_attached_agent_is_mirrored_even_after_its_session_id_changed(runtime: HermesRuntime) -> None:
+    agent = FakeAgent("s1")
+    runtime.attach(agent)
+    feed = AppFeed(runtime)
     hooks = HermesHooks(runtime)
-    hooks.post_llm_call(assistant_response="done", platform="cli")
+    a_turn(hooks, "s1", "first", platform="")
+    agent.session_id = "s1-compressed"  # Hermes starts a new session when it compresses the context
+    a_turn(hooks, "s1-compressed", "second", platform="")
+    runtime.detach(agent)
+    a_turn(hooks, "s1-compressed", "after detach", platform="")
+    assert feed.texts == ["first", "second"]
+
+
+def test_the_cli_is_mirrored_only_once_the_app_took_part_in_its_session(tmp_path: Path) -> None:
+    cli = FakeCli(running=False)
+    runtime = make_runtime(tmp_path, FakeContext(cli))
+    feed = AppFeed(runtime)
+    hooks = HermesHooks(runtime)
+    a_turn(hooks, "cli", "before the App", platform="cli")
+    assert runtime.deliver_message("hello from the phone", sender="phone")
+    a_turn(hooks, "cli", "after the App", platform="cli")
+    cli.session_id = "cli-2"  # /new: a session the App has not joined
+    a_turn(hooks, "cli-2", "new session", platform="cli")
+    try:
+        assert hooks.lineup_command().startswith("LineUp: direct mode")
+    finally:
+        runtime.service.stop()
+    a_turn(hooks, "cli-2", "after /lineup", platform="cli")
+    assert feed.texts == ["after the App", "after /lineup"]
+
+
+def test_in_the_gateway_only_the_app_session_is_shown_and_replies_go_through_the_platform(
+    runtime: HermesRuntime,
+) -> None:
     runtime.gateway.adapter = FakeAdapter()
-    hooks.post_llm_call(assistant_response="done in the gateway", platform="lineup")
-    assert sent == ["done"]
+    feed = AppFeed(runtime)
+    hooks = HermesHooks(runtime)
+    a_turn(hooks, "tg", "telegram reply", platform="telegram")
+    a_turn(hooks, "app", "app reply", platform="lineup")
+    assert (feed.texts, feed.statuses) == ([], ["thinking", "idle"])
 
 
 def test_lineup_command_serves_the_app_and_shows_the_link(runtime: HermesRuntime) -> None:

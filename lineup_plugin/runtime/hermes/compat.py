@@ -24,6 +24,7 @@ __all__ = [
     "clarify_timeout",
     "cli_agent_running",
     "cli_of",
+    "cli_session_id",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -88,6 +89,11 @@ def cli_of(ctx: Any) -> Any:
 def cli_agent_running(cli: Any) -> Any:
     """The CLI's agent while it is in a turn (``cli._agent_running``), else None."""
     return getattr(cli, "agent", None) if getattr(cli, "_agent_running", False) else None
+
+
+def cli_session_id(cli: Any) -> str:
+    """The session id of the interactive CLI (``cli.session_id``, which follows its agent's), or ""."""
+    return str(getattr(cli, "session_id", "") or "")
 
 
 def forget_plugin_tool(ctx: Any, name: str) -> None:
