@@ -220,7 +220,7 @@ class LineUpService:
         transport = runner.transport
         log.info("%s", self.settings.describe_mode())
         log.info("lineup: %s", transport.describe())
-        if not sys.stderr.isatty():
+        if not self._on_terminal():
             return
         # a person is watching this terminal; the link (with the token) never goes to logs
         link = transport.connect_link
@@ -231,6 +231,10 @@ class LineUpService:
 
         print(f"📱 LineUp App: open {link} on your phone", file=sys.stderr)
         print(terminal_qr(link), file=sys.stderr)
+
+    def _on_terminal(self) -> bool:
+        """Whether a person watches this terminal and the runtime lets LineUp print there (not quiet)."""
+        return sys.stderr.isatty() and self.runtime.may_print()
 
     def stop(self) -> None:
         """Stop the server (if this process runs it) and release the lock."""
@@ -287,13 +291,21 @@ class LineUpService:
         from ..hub import failure
         from ..protocol import codec
 
-        owner = self.owner or self.lock.owner()
+        owner = self.lock.owner() or self.owner  # the file first: the owner may have changed since
         where = f"another {self.runtime.label} process" + (f" ({owner})" if owner else "")
         message = (
             f"the LineUp App is served by {where}; use LineUp tools from that process, "
             "or stop it to serve the App from here"
         )
         return failure(codec.new_id("call"), name, "failed", message, error="not_owner")
+
+    def start_failed_result(self, name: str, error: BaseException) -> ToolResult:
+        """The ``failed`` result of a call whose process could not start the server (e.g. the port is in use)."""
+        from ..hub import failure
+        from ..protocol import codec
+
+        message = f"the LineUp App cannot be served from this process: {error}"
+        return failure(codec.new_id("call"), name, "failed", message, error="start_failed")
 
     def call_blocking(
         self,
@@ -306,10 +318,15 @@ class LineUpService:
     ) -> ToolResult:
         """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
 
-        Starts the server if no process serves yet. While the user answers the App shows
-        ``waiting_input``; then ``running``. Never raises for a failed call.
+        Starts the server if no process serves yet (a server that cannot start, e.g. on a port in
+        use, ends the call ``failed`` with the reason, error ``start_failed``). While the user
+        answers the App shows ``waiting_input``; then ``running``. Never raises for a failed call.
         """
-        runner = self.runner if self.ensure_started(f"first use of {name}") else None
+        try:
+            runner = self.runner if self.ensure_started(f"first use of {name}") else None
+        except Exception as exc:  # the port is in use, the relay cannot be reached...
+            log.warning("lineup: cannot serve the App for %s: %s", name, exc)
+            return self.start_failed_result(name, exc)
         if runner is None:
             return self.not_serving_result(name)
         self._await_app(runner, name, is_interrupted, heartbeat)
@@ -329,7 +346,7 @@ class LineUpService:
         if left <= 0 or self.app_connected:
             return
         log.info("lineup: %s waits up to %.0f s for the App to connect", name, left)
-        if sys.stderr.isatty():
+        if self._on_terminal():
             print(f"📱 LineUp: waiting for the App to connect ({name}; up to {left:.0f} s)…", file=sys.stderr)
         runner.wait_for_app(left, is_interrupted=is_interrupted, heartbeat=heartbeat)
 

@@ -208,6 +208,36 @@ async def test_an_agent_of_another_platform_that_asked_the_app_has_its_reply_mir
 
 
 @bounded
+async def test_a_rejected_card_is_a_failure_on_hermes_tool_line_and_a_completed_one_is_not(hermes: Hermes) -> None:
+    from agent.display import _detect_tool_failure  # what decides the CLI's tool line
+    from tools.registry import registry
+
+    def dispatch(name: str, args: dict[str, Any]) -> str:
+        return str(registry.dispatch(name, args, task_id="t", session_id="tool-line"))
+
+    texts: dict[str, str] = {}
+
+    async def run(status: str, name: str, args: dict[str, Any]) -> None:
+        texts[status] = await anyio.to_thread.run_sync(dispatch, name, args)
+
+    app = await WsApp.connect(hermes.server)
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run, "rejected", "confirm", {"message": "Delete the backups?"})
+            card = await app.next_call()
+            await app.answer(card, status="rejected")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run, "completed", "choice", DEPLOY)
+            card = await app.next_call()
+            await app.answer(card, selected="test", index=0)
+    finally:
+        await app.close()
+    assert json.loads(texts["rejected"])["status"] == "rejected"
+    assert _detect_tool_failure("confirm", texts["rejected"]) == (True, " [rejected]")
+    assert _detect_tool_failure("choice", texts["completed"]) == (False, "")
+
+
+@bounded
 async def test_tools_of_a_third_party_lineup_plugin_are_hermes_tools(hermes: Hermes) -> None:
     hermes.llm.reset(call("weather", city="Paris"), call("rating", subject="the forecast"), say("Thanks!"))
     app = await WsApp.connect(hermes.server)

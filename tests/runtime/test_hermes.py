@@ -20,11 +20,12 @@ from lineup_plugin.errors import ConfigError
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import third_party_plugins
 from lineup_plugin.protocol.messages import ToolCancel, ToolResult
-from lineup_plugin.runtime.hermes import common
+from lineup_plugin.runtime.base import result_json
+from lineup_plugin.runtime.hermes import common, compat
 from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.hermes.hooks import HOOKS, HermesHooks
 from lineup_plugin.runtime.hermes.install import register_command
-from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime
+from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime, hermes_result
 from lineup_plugin.runtime.lock import ServerLock
 from lineup_plugin.transports.direct.server import DirectServer
 from lineup_plugin.transports.memory import MemoryApp
@@ -216,6 +217,47 @@ def test_the_hermes_handler_takes_hermes_context_arguments_and_returns_json(runt
     body = json.loads(text)
     assert body["status"] == "failed" and body["result"]["error"] == "not_owner"
     assert "served by another Hermes process (pid" in body["result"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "error"),
+    [
+        ("rejected", {}, "rejected"),
+        ("cancelled", {"message": "the agent was interrupted"}, "cancelled: the agent was interrupted"),
+        ("expired", {"message": "no answer within 600 s"}, "expired: no answer within 600 s"),
+        ("failed", {"message": "no LineUp App is connected", "error": "no_app"}, "failed: no LineUp App is connected"),
+    ],
+)
+def test_a_call_that_did_not_complete_carries_the_error_key_hermes_marks_failures_by(
+    status: str, result: dict[str, Any], error: str
+) -> None:
+    text = result_json(ToolResult(call_id="c1", name="choice", status=status, result=result))  # type: ignore[arg-type]
+    body = json.loads(hermes_result(text))
+    assert body["error"] == error
+    assert {key: value for key, value in body.items() if key != "error"} == json.loads(text)
+
+
+def test_a_completed_call_has_no_error_key() -> None:
+    text = result_json(ToolResult(call_id="c1", name="choice", status="completed", result={"selected": "a"}))
+    assert hermes_result(text) == text
+
+
+@pytest.mark.parametrize(
+    ("argv", "quiet"),
+    [
+        (["hermes", "chat", "-Q", "-q", "hi"], True),
+        (["hermes", "chat", "--quiet", "-q", "hi"], True),
+        (["hermes", "chat", "-vQ"], True),
+        (["hermes", "chat", "-q", "hi"], False),
+        (["hermes", "chat", "--", "-Q"], False),
+    ],
+)
+def test_hermes_chat_quiet_is_seen_and_nothing_is_printed_then(
+    runtime: HermesRuntime, monkeypatch: pytest.MonkeyPatch, argv: list[str], quiet: bool
+) -> None:
+    monkeypatch.setattr(sys, "argv", argv)
+    assert compat.quiet_cli() is quiet
+    assert runtime.may_print() is not quiet
 
 
 # ----------------------------------------------------------------------------- hosts

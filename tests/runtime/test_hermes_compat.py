@@ -57,6 +57,7 @@ RELIES_ON: dict[str, list[str]] = {
         "gateway.platforms.base:SendResult",
         "gateway.config:Platform",
     ],
+    "quiet_cli": ['hermes_cli._parser::"-Q"', 'hermes_cli._parser::"--quiet"'],
     "refresh_agent_tools": ["tools.mcp_tool:refresh_agent_mcp_tools(quiet_mode)"],
     "resolve_approval": ["tools.approval:resolve_gateway_approval"],
     "resolve_clarify": ["tools.clarify_gateway:resolve_gateway_clarify"],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,3 +309,51 @@ def test_once_the_grace_is_over_a_call_with_no_app_fails_at_once(
         "choice", CHOICE, is_interrupted=lambda: False, heartbeat=lambda: heartbeats.append(None), deadline=30
     )
     assert (result.status, result.result["error"], heartbeats) == ("failed", "no_app", [])
+
+
+# ------------------------------------------------------------------ what a call says when it cannot be served
+
+
+def test_a_port_in_use_is_a_failed_result_with_the_reason_not_an_exception(
+    tmp_path: Path, runtime: FakeRuntime
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = Settings(host="127.0.0.1", port=port, token="service-test-token-0123", data_dir=tmp_path)
+        svc = LineUpService(runtime, settings, load_registry(load_entrypoints=False), role="process")
+        result = call(svc, "choice", CHOICE)
+    assert (result.status, result.result["error"]) == ("failed", "start_failed")
+    assert result.result["message"].startswith("the LineUp App cannot be served from this process: cannot listen on")
+    assert not svc.serving and not svc.lock.held  # the next call tries again
+
+
+def test_not_owner_names_the_program_that_serves_the_app(service: LineUpService) -> None:
+    other = ServerLock(service.settings.data_dir)
+    assert other.acquire("gateway", command="hermes gateway run")
+    try:
+        result = call(service, "choice", CHOICE)
+    finally:
+        other.release()
+    assert (result.status, result.result["error"]) == ("failed", "not_owner")
+    assert "(gateway), `hermes gateway run`" in result.result["message"]
+
+
+class Terminal(io.StringIO):
+    """A stderr a person watches."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("may_print", [True, False], ids=["normal", "quiet"])
+def test_the_link_and_qr_code_are_printed_on_a_terminal_unless_the_runtime_is_quiet(
+    service: LineUpService, runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch, may_print: bool
+) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(runtime, "may_print", lambda: may_print)
+    server = server_of(service)
+    assert (server.connect_link in terminal.getvalue()) is may_print
+    assert (terminal.getvalue() == "") is not may_print

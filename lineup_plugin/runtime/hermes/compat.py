@@ -34,6 +34,7 @@ __all__ = [
     "mark_connected",
     "mark_disconnected",
     "platform_api",
+    "quiet_cli",
     "refresh_agent_tools",
     "resolve_approval",
     "resolve_clarify",
@@ -61,6 +62,20 @@ def interactive_cli() -> Any:
     from hermes_cli.plugins import get_plugin_manager
 
     return getattr(get_plugin_manager(), "_cli_ref", None)
+
+
+def quiet_cli() -> bool:
+    """Whether this process is ``hermes chat -Q``/``--quiet`` (Hermes prints only the reply), read from ``sys.argv``.
+
+    Hermes keeps its parsed arguments to itself; the flag is the one ``hermes_cli._parser`` defines.
+    """
+    for arg in sys.argv[1:]:
+        if arg == "--":
+            break
+        short_flags = arg.startswith("-") and not arg.startswith("--") and arg[1:].isalpha()
+        if arg == "--quiet" or (short_flags and "Q" in arg[1:]):
+            return True
+    return False
 
 
 def load_config() -> Mapping[str, Any]:

@@ -27,6 +27,7 @@ before it used LineUp) never reach the App.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import weakref
@@ -51,6 +52,26 @@ STOP_TIMEOUT = 15.0
 COMMAND_SENDER = "lineup"
 #: how many sessions the App takes part in are remembered (the oldest are forgotten first)
 APP_SESSIONS_KEPT = 1000
+
+
+def hermes_result(text: str) -> str:
+    """The result JSON (:func:`~lineup_plugin.runtime.base.result_json`) as Hermes should show it.
+
+    Hermes marks a tool line as failed when the result has a top-level ``error`` (``agent/display.py``,
+    ``_detect_tool_failure``; its ``post_tool_call`` observers read the same key). A call that did
+    not complete — rejected, cancelled, expired, unsupported, failed — gets ``error``:
+    ``"<status>: <message>"``, so a withdrawn card never looks like a success on the CLI.
+    """
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(body, dict) or body.get("status") in (None, "completed") or "error" in body:
+        return text
+    result = body.get("result")
+    detail = result.get("message") or result.get("reason") if isinstance(result, dict) else None
+    body["error"] = f"{body['status']}: {detail}" if isinstance(detail, str) and detail else str(body["status"])
+    return json.dumps(body, ensure_ascii=False)
 
 
 class Host(Protocol):
@@ -295,7 +316,7 @@ class HermesRuntime(AgentRuntime):
 
         def hermes_handler(args: Mapping[str, Any], **context: Any) -> str:
             self.app_sessions.join(str(context.get("session_id") or ""))
-            return handler(dict(args) if isinstance(args, Mapping) else {})
+            return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
 
         hermes_handler.__name__ = f"lineup_{schema['name']}"
         self.ctx.register_tool(
@@ -318,6 +339,10 @@ class HermesRuntime(AgentRuntime):
                 compat.refresh_agent_tools(agent)
             except Exception:
                 log.debug("could not refresh an agent's tools", exc_info=True)
+
+    def may_print(self) -> bool:
+        """No link or QR code on the terminal of ``hermes chat -Q`` (quiet: only the reply is printed)."""
+        return not compat.quiet_cli()
 
     # waiting ---------------------------------------------------------------------------
 
