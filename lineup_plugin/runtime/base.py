@@ -141,6 +141,10 @@ class AgentRuntime(ABC):
     def steer(self, text: str) -> bool:
         """Add ``text`` to the current run without stopping it; False if none runs."""
 
+    def may_print(self) -> bool:
+        """Whether LineUp may print to this process's terminal (the App's link, its QR code); False when quiet."""
+        return True
+
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
         """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""
 

@@ -251,6 +251,42 @@ class Runner:
                 future.cancel()
                 return failure(call_id, name, "cancelled", INTERRUPTED)
 
+    def wait_for_app(
+        self,
+        timeout: float,
+        *,
+        is_interrupted: Callable[[], bool] = lambda: False,
+        heartbeat: Callable[[], None] | None = None,
+        poll: float = 0.25,
+    ) -> bool:
+        """Block until an App device is connected, ``timeout`` seconds at most; whether one is.
+
+        Every ``poll`` seconds ``heartbeat`` is called and ``is_interrupted`` checked: an interrupt
+        ends the wait at once (False). A stopped runner gives False.
+        """
+        try:
+            future = self.submit(self._device_within, timeout)
+        except TransportError:
+            return False
+        while True:
+            try:
+                return future.result(timeout=poll)
+            except concurrent.futures.TimeoutError:
+                pass
+            except (concurrent.futures.CancelledError, TransportError):  # the runner stopped
+                return False
+            if heartbeat is not None:
+                heartbeat()
+            if is_interrupted():
+                future.cancel()
+                return False
+
+    async def _device_within(self, timeout: float) -> bool:
+        with anyio.move_on_after(timeout):
+            await self.hub.wait_for_device()
+            return True
+        return False
+
     async def _interruptible(
         self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, pending: _Pending
     ) -> ToolResult:

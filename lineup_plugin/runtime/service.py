@@ -21,7 +21,9 @@ server, say, tomorrow) builds on:
 With no App connected every tool stays visible to the model, and a call ends ``failed`` with
 "no LineUp App is connected; ask the user to open the App" (hiding tools would change the tool
 list, and the prompt cache with it, each time a phone locks its screen, and the model could not
-tell the user why it cannot ask).
+tell the user why it cannot ask) — except just after this process started serving: then the
+link is on screen and the App may be on its way, so a call first waits for an App to connect
+until ``app_grace`` seconds after the start (:func:`app_grace`; honouring interrupts).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import concurrent.futures
 import logging
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,6 +55,21 @@ T = TypeVar("T")
 NOT_TAKING_MESSAGES = "The agent is not taking messages from the App right now."
 #: why the App's stop button closes the cards still open
 STOPPED_BY_USER = "stopped by the user"
+#: ``app_grace`` when not set, in a process on an interactive terminal (seconds)
+INTERACTIVE_APP_GRACE = 120.0
+
+
+def app_grace(setting: float | None, *, interactive: bool | None = None) -> float:
+    """Seconds after the server's start during which a call waits for an App to connect.
+
+    ``setting`` is ``app_grace``; unset, it is :data:`INTERACTIVE_APP_GRACE` when a person is at
+    this process's terminal (``interactive``; default: stdin and stderr are terminals), else 0.
+    """
+    if setting is not None:
+        return setting
+    if interactive is None:
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    return INTERACTIVE_APP_GRACE if interactive else 0.0
 
 
 class LineUpService:
@@ -84,6 +102,7 @@ class LineUpService:
         self._lock: ServerLock | None = None
         self._start_lock = threading.RLock()
         self._refused_logged = False
+        self._started_at = 0.0
         self.runner: Runner | None = None
         self.owner: Owner | None = None
         self.bridge = ToolBridge(runtime, self, self.call_blocking, deadline_for=self.deadline_for)
@@ -192,6 +211,7 @@ class LineUpService:
                 raise
             self.runner = runner
             self.owner = None
+            self._started_at = time.monotonic()
             log.info("lineup: serving the App for this %s process (%s)", self.role, reason)
             self._announce(runner)
             return True
@@ -200,7 +220,7 @@ class LineUpService:
         transport = runner.transport
         log.info("%s", self.settings.describe_mode())
         log.info("lineup: %s", transport.describe())
-        if not sys.stderr.isatty():
+        if not self._on_terminal():
             return
         # a person is watching this terminal; the link (with the token) never goes to logs
         link = transport.connect_link
@@ -211,6 +231,10 @@ class LineUpService:
 
         print(f"📱 LineUp App: open {link} on your phone", file=sys.stderr)
         print(terminal_qr(link), file=sys.stderr)
+
+    def _on_terminal(self) -> bool:
+        """Whether a person watches this terminal and the runtime lets LineUp print there (not quiet)."""
+        return sys.stderr.isatty() and self.runtime.may_print()
 
     def stop(self) -> None:
         """Stop the server (if this process runs it) and release the lock."""
@@ -267,13 +291,21 @@ class LineUpService:
         from ..hub import failure
         from ..protocol import codec
 
-        owner = self.owner or self.lock.owner()
+        owner = self.lock.owner() or self.owner  # the file first: the owner may have changed since
         where = f"another {self.runtime.label} process" + (f" ({owner})" if owner else "")
         message = (
             f"the LineUp App is served by {where}; use LineUp tools from that process, "
             "or stop it to serve the App from here"
         )
         return failure(codec.new_id("call"), name, "failed", message, error="not_owner")
+
+    def start_failed_result(self, name: str, error: BaseException) -> ToolResult:
+        """The ``failed`` result of a call whose process could not start the server (e.g. the port is in use)."""
+        from ..hub import failure
+        from ..protocol import codec
+
+        message = f"the LineUp App cannot be served from this process: {error}"
+        return failure(codec.new_id("call"), name, "failed", message, error="start_failed")
 
     def call_blocking(
         self,
@@ -286,12 +318,18 @@ class LineUpService:
     ) -> ToolResult:
         """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
 
-        Starts the server if no process serves yet. While the user answers the App shows
-        ``waiting_input``; then ``running``. Never raises for a failed call.
+        Starts the server if no process serves yet (a server that cannot start, e.g. on a port in
+        use, ends the call ``failed`` with the reason, error ``start_failed``). While the user
+        answers the App shows ``waiting_input``; then ``running``. Never raises for a failed call.
         """
-        runner = self.runner if self.ensure_started(f"first use of {name}") else None
+        try:
+            runner = self.runner if self.ensure_started(f"first use of {name}") else None
+        except Exception as exc:  # the port is in use, the relay cannot be reached...
+            log.warning("lineup: cannot serve the App for %s: %s", name, exc)
+            return self.start_failed_result(name, exc)
         if runner is None:
             return self.not_serving_result(name)
+        self._await_app(runner, name, is_interrupted, heartbeat)
         self.report_status("waiting_input", name)
         try:
             return runner.call_blocking(
@@ -299,6 +337,18 @@ class LineUpService:
             )
         finally:
             self.report_status("running")
+
+    def _await_app(
+        self, runner: Runner, name: str, is_interrupted: Callable[[], bool], heartbeat: Callable[[], None]
+    ) -> None:
+        """Just after the server started, with no App yet: wait for one until the grace ends."""
+        left = self._started_at + app_grace(self.settings.app_grace) - time.monotonic()
+        if left <= 0 or self.app_connected:
+            return
+        log.info("lineup: %s waits up to %.0f s for the App to connect", name, left)
+        if self._on_terminal():
+            print(f"📱 LineUp: waiting for the App to connect ({name}; up to {left:.0f} s)…", file=sys.stderr)
+        runner.wait_for_app(left, is_interrupted=is_interrupted, heartbeat=heartbeat)
 
     # hub callbacks (run on the server's event loop) -------------------------------------
 

@@ -6,6 +6,8 @@
   ``model_tools`` imported, which runs the real plugin discovery and ``register(ctx)``.
 - :func:`running_gateway`: a real Hermes ``GatewayRunner`` on its own thread and event loop,
   as in ``hermes gateway``; the ``lineup`` platform adapter connects and serves the App.
+- :func:`hermes_chat`: the real ``hermes chat -q`` command in a fresh process, on the same
+  scripted LLM, in a ``HERMES_HOME`` of its own (:func:`cli_home`).
 
 Only the LLM is fake. The App is :class:`tests.wsapp.WsApp`, a real WebSocket client.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -219,3 +223,27 @@ def running_gateway(hermes: Hermes) -> Iterator[Gateway]:
         thread.join(10)
         loop.close()
         os.environ.pop("_HERMES_GATEWAY", None)
+
+
+def cli_home(hermes: Hermes, home: Path, port: int) -> Path:
+    """A fresh ``HERMES_HOME`` for a ``hermes`` command: LineUp on 127.0.0.1:``port``, the session's scripted LLM."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = CONFIG.format(
+        model=MODEL, base_url=hermes.llm.base_url, context_length=CONTEXT_LENGTH, token=TOKEN, data_dir=home / "lineup"
+    )
+    (home / "config.yaml").write_text(config.replace("port: 0", f"port: {port}"), encoding="utf-8")
+    offline_caches(home)
+    return home
+
+
+def hermes_chat(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``hermes chat --toolsets lineup <args>`` (the installed command) in ``home``; its output, as text.
+
+    No terminal: stdin is empty and the output is captured.
+    """
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
+    environ.update(HERMES_HOME=str(home), **(env or {}))
+    command = [str(Path(sys.executable).with_name("hermes")), "chat", "--toolsets", "lineup", *args]
+    return subprocess.run(
+        command, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=True
+    )

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -25,7 +26,17 @@ from lineup_plugin.protocol.tools import ToolDefinition
 from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
 from tests.wsapp import WsApp
 
-from .hermes_harness import Gateway, Hermes, hermes_session, result_of, run_in_thread, running_gateway
+from .hermes_harness import (
+    TOKEN,
+    Gateway,
+    Hermes,
+    cli_home,
+    hermes_chat,
+    hermes_session,
+    result_of,
+    run_in_thread,
+    running_gateway,
+)
 
 # Hermes must not be imported before the ``hermes`` fixture sets HERMES_HOME: only look it up.
 pytestmark = [
@@ -149,6 +160,92 @@ async def test_with_no_app_connected_the_model_reads_a_clear_failure(hermes: Her
     (answer,) = tool_messages(hermes.llm.requests[1])
     assert answer["json"]["status"] == "failed"
     assert "no LineUp App is connected" in answer["json"]["result"]["message"]
+
+
+class AppFeed:
+    """What the plugin pushes to the App, recorded where it is decided: mirrored replies and statuses."""
+
+    def __init__(self, hermes: Hermes, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.texts: list[str] = []
+        self.statuses: list[str] = []
+        service = hermes.service
+        send_text, report_status = service.send_text, service.report_status
+
+        def record_text(text: str) -> None:
+            self.texts.append(text)
+            send_text(text)
+
+        def record_status(state: str, detail: str | None = None) -> None:
+            self.statuses.append(state)
+            report_status(state, detail)
+
+        monkeypatch.setattr(service, "send_text", record_text)
+        monkeypatch.setattr(service, "report_status", record_status)
+
+
+@bounded
+async def test_an_agent_of_another_platform_that_never_used_lineup_stays_private(
+    hermes: Hermes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermes.llm.reset(say("Your bank PIN is in the drawer."))
+    feed = AppFeed(hermes, monkeypatch)
+    app = await WsApp.connect(hermes.server)
+    try:
+        agent = hermes.agent(attach=False, platform="telegram")
+        result = await result_of(run_in_thread(agent, "where is my PIN?"))
+    finally:
+        await app.close()
+    assert result["final_response"] == "Your bank PIN is in the drawer."
+    assert (feed.texts, feed.statuses) == ([], [])
+
+
+@bounded
+async def test_an_agent_of_another_platform_that_asked_the_app_has_its_reply_mirrored(
+    hermes: Hermes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("Deploying to test."))
+    feed = AppFeed(hermes, monkeypatch)
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent(attach=False, platform="telegram"), "deploy the app")
+        card = await app.next_call()
+        await app.answer(card, selected="test", index=0)
+        await result_of(run)
+        await next_text(app, "Deploying to test.")
+    finally:
+        await app.close()
+    assert feed.texts == ["Deploying to test."]
+    assert feed.statuses[-1] == "idle"
+
+
+@bounded
+async def test_a_rejected_card_is_a_failure_on_hermes_tool_line_and_a_completed_one_is_not(hermes: Hermes) -> None:
+    from agent.display import _detect_tool_failure  # what decides the CLI's tool line
+    from tools.registry import registry
+
+    def dispatch(name: str, args: dict[str, Any]) -> str:
+        return str(registry.dispatch(name, args, task_id="t", session_id="tool-line"))
+
+    texts: dict[str, str] = {}
+
+    async def run(status: str, name: str, args: dict[str, Any]) -> None:
+        texts[status] = await anyio.to_thread.run_sync(dispatch, name, args)
+
+    app = await WsApp.connect(hermes.server)
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run, "rejected", "confirm", {"message": "Delete the backups?"})
+            card = await app.next_call()
+            await app.answer(card, status="rejected")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run, "completed", "choice", DEPLOY)
+            card = await app.next_call()
+            await app.answer(card, selected="test", index=0)
+    finally:
+        await app.close()
+    assert json.loads(texts["rejected"])["status"] == "rejected"
+    assert _detect_tool_failure("confirm", texts["rejected"]) == (True, " [rejected]")
+    assert _detect_tool_failure("choice", texts["completed"]) == (False, "")
 
 
 @bounded
@@ -436,3 +533,59 @@ def test_a_bad_setting_fails_the_plugin_load_with_an_error_naming_it(
     report = probe_hermes(tmp_path / "home", LINEUP_SECTION.replace("{enabled}", "[lineup]") + config, env)
     assert not report["loaded"] and message in report["error"]
     assert (report["tools"], report["port_open"]) == ([], False)
+
+
+# ------------------------------------------------------------------------ the real `hermes chat -q`
+
+
+async def app_on(port: int) -> WsApp:
+    """An App connected to the LineUp server another process opens on ``port`` (tried until it listens)."""
+    server = SimpleNamespace(port=port, token=TOKEN)
+    while True:
+        try:
+            return await WsApp.connect(server)  # type: ignore[arg-type]
+        except OSError:  # not listening yet: the process opens the port on its first LineUp call
+            await anyio.sleep(0.05)
+
+
+@bounded
+async def test_hermes_chat_q_that_starts_the_server_waits_for_the_app_to_connect(
+    hermes: Hermes, tmp_path: Path
+) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("Deploying to staging."))
+    port = free_port()
+    home = cli_home(hermes, tmp_path / "home", port)
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    async def chat() -> None:
+        done["chat"] = await anyio.to_thread.run_sync(
+            functools.partial(hermes_chat, home, "-Q", "-q", "deploy the app", env={"LINEUP_APP_GRACE": "60"})
+        )
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(chat)
+        app = await app_on(port)
+        try:
+            card = await app.next_call()
+            await app.answer(card, selected="staging", index=1)
+        finally:
+            await app.close()
+    assert "Deploying to staging." in done["chat"].stdout
+    (answer,) = tool_messages(hermes.llm.requests[1])
+    assert (answer["json"]["status"], answer["json"]["result"]) == ("completed", {"selected": "staging", "index": 1})
+
+
+def test_hermes_chat_q_on_a_port_in_use_gives_the_model_a_failed_result_with_the_reason(
+    hermes: Hermes, tmp_path: Path
+) -> None:
+    hermes.llm.reset(call("choice", **DEPLOY), say("I could not ask you."))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        home = cli_home(hermes, tmp_path / "home", taken.getsockname()[1])
+        done = hermes_chat(home, "-q", "deploy the app")
+    (answer,) = tool_messages(hermes.llm.requests[1])
+    assert (answer["json"]["status"], answer["json"]["result"]["error"]) == ("failed", "start_failed")
+    assert "cannot listen on 127.0.0.1" in answer["json"]["result"]["message"]
+    assert "[failed: the LineUp App cannot be served" in done.stdout  # Hermes' tool line says it failed
+    assert "Traceback" not in done.stdout + done.stderr and "TOOL_ERROR" not in done.stdout + done.stderr

@@ -20,11 +20,12 @@ from lineup_plugin.errors import ConfigError
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import third_party_plugins
 from lineup_plugin.protocol.messages import ToolCancel, ToolResult
-from lineup_plugin.runtime.hermes import common
+from lineup_plugin.runtime.base import result_json
+from lineup_plugin.runtime.hermes import common, compat
 from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.hermes.hooks import HOOKS, HermesHooks
 from lineup_plugin.runtime.hermes.install import register_command
-from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime
+from lineup_plugin.runtime.hermes.runtime import STOP_TIMEOUT, HermesRuntime, hermes_result
 from lineup_plugin.runtime.lock import ServerLock
 from lineup_plugin.transports.direct.server import DirectServer
 from lineup_plugin.transports.memory import MemoryApp
@@ -71,10 +72,11 @@ class FakeAgent:
 
 
 class FakeCli:
-    """Hermes' interactive CLI: its agent, and whether a turn runs."""
+    """Hermes' interactive CLI: its agent, its session, and whether a turn runs."""
 
     def __init__(self, running: bool) -> None:
         self.agent = FakeAgent("cli")
+        self.session_id = "cli"
         self._agent_running = running
 
 
@@ -217,6 +219,47 @@ def test_the_hermes_handler_takes_hermes_context_arguments_and_returns_json(runt
     assert "served by another Hermes process (pid" in body["result"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("status", "result", "error"),
+    [
+        ("rejected", {}, "rejected"),
+        ("cancelled", {"message": "the agent was interrupted"}, "cancelled: the agent was interrupted"),
+        ("expired", {"message": "no answer within 600 s"}, "expired: no answer within 600 s"),
+        ("failed", {"message": "no LineUp App is connected", "error": "no_app"}, "failed: no LineUp App is connected"),
+    ],
+)
+def test_a_call_that_did_not_complete_carries_the_error_key_hermes_marks_failures_by(
+    status: str, result: dict[str, Any], error: str
+) -> None:
+    text = result_json(ToolResult(call_id="c1", name="choice", status=status, result=result))  # type: ignore[arg-type]
+    body = json.loads(hermes_result(text))
+    assert body["error"] == error
+    assert {key: value for key, value in body.items() if key != "error"} == json.loads(text)
+
+
+def test_a_completed_call_has_no_error_key() -> None:
+    text = result_json(ToolResult(call_id="c1", name="choice", status="completed", result={"selected": "a"}))
+    assert hermes_result(text) == text
+
+
+@pytest.mark.parametrize(
+    ("argv", "quiet"),
+    [
+        (["hermes", "chat", "-Q", "-q", "hi"], True),
+        (["hermes", "chat", "--quiet", "-q", "hi"], True),
+        (["hermes", "chat", "-vQ"], True),
+        (["hermes", "chat", "-q", "hi"], False),
+        (["hermes", "chat", "--", "-Q"], False),
+    ],
+)
+def test_hermes_chat_quiet_is_seen_and_nothing_is_printed_then(
+    runtime: HermesRuntime, monkeypatch: pytest.MonkeyPatch, argv: list[str], quiet: bool
+) -> None:
+    monkeypatch.setattr(sys, "argv", argv)
+    assert compat.quiet_cli() is quiet
+    assert runtime.may_print() is not quiet
+
+
 # ----------------------------------------------------------------------------- hosts
 
 
@@ -266,14 +309,82 @@ def test_in_the_gateway_app_text_is_a_session_message_and_stop_is_the_stop_comma
 # ----------------------------------------------------------------------------- hooks and command
 
 
-def test_replies_are_mirrored_to_the_app_outside_the_gateway_only(runtime: HermesRuntime) -> None:
-    sent: list[str] = []
-    runtime.service.send_text = sent.append  # type: ignore[method-assign]
+class AppFeed:
+    """What the hooks push to the App, recorded at the service: mirrored replies and statuses."""
+
+    def __init__(self, runtime: HermesRuntime) -> None:
+        self.texts: list[str] = []
+        self.statuses: list[str] = []
+        runtime.service.send_text = self.texts.append  # type: ignore[method-assign]
+        runtime.service.report_status = lambda state, detail=None: self.statuses.append(state)  # type: ignore[method-assign]
+
+
+def a_turn(hooks: HermesHooks, session_id: str, reply: str, platform: str) -> None:
+    """One turn's hooks, with the arguments Hermes passes (``agent/turn_context.py``, ``turn_finalizer.py``)."""
+    hooks.pre_llm_call(session_id=session_id, task_id="t", turn_id="1", user_message="hi", platform=platform)
+    hooks.post_llm_call(session_id=session_id, task_id="t", assistant_response=reply, platform=platform)
+    hooks.on_session_end(session_id=session_id, completed=True, interrupted=False, platform=platform)
+
+
+def test_a_session_the_app_takes_no_part_in_is_never_mirrored_nor_shown(runtime: HermesRuntime) -> None:
+    feed = AppFeed(runtime)
+    a_turn(HermesHooks(runtime), "telegram-1", "a private reply", platform="telegram")
+    assert (feed.texts, feed.statuses) == ([], [])
+
+
+def test_a_session_that_called_a_lineup_tool_is_mirrored_and_shown(runtime: HermesRuntime) -> None:
+    runtime.service.bridge.sync()
+    feed = AppFeed(runtime)
+    other = ServerLock(runtime.service.settings.data_dir)
+    assert other.acquire("gateway")  # the call ends at once (not_owner): only its session id matters here
+    try:
+        runtime.ctx.tools["choice"]["handler"]({"question": "?", "options": ["a"]}, session_id="tg-2", task_id="t")
+    finally:
+        other.release()
+    a_turn(HermesHooks(runtime), "tg-2", "deployed", platform="telegram")
+    assert (feed.texts, feed.statuses) == (["deployed"], ["thinking", "idle"])
+
+
+def test_an_attached_agent_is_mirrored_even_after_its_session_id_changed(runtime: HermesRuntime) -> None:
+    agent = FakeAgent("s1")
+    runtime.attach(agent)
+    feed = AppFeed(runtime)
     hooks = HermesHooks(runtime)
-    hooks.post_llm_call(assistant_response="done", platform="cli")
+    a_turn(hooks, "s1", "first", platform="")
+    agent.session_id = "s1-compressed"  # Hermes starts a new session when it compresses the context
+    a_turn(hooks, "s1-compressed", "second", platform="")
+    runtime.detach(agent)
+    a_turn(hooks, "s1-compressed", "after detach", platform="")
+    assert feed.texts == ["first", "second"]
+
+
+def test_the_cli_is_mirrored_only_once_the_app_took_part_in_its_session(tmp_path: Path) -> None:
+    cli = FakeCli(running=False)
+    runtime = make_runtime(tmp_path, FakeContext(cli))
+    feed = AppFeed(runtime)
+    hooks = HermesHooks(runtime)
+    a_turn(hooks, "cli", "before the App", platform="cli")
+    assert runtime.deliver_message("hello from the phone", sender="phone")
+    a_turn(hooks, "cli", "after the App", platform="cli")
+    cli.session_id = "cli-2"  # /new: a session the App has not joined
+    a_turn(hooks, "cli-2", "new session", platform="cli")
+    try:
+        assert hooks.lineup_command().startswith("LineUp: direct mode")
+    finally:
+        runtime.service.stop()
+    a_turn(hooks, "cli-2", "after /lineup", platform="cli")
+    assert feed.texts == ["after the App", "after /lineup"]
+
+
+def test_in_the_gateway_only_the_app_session_is_shown_and_replies_go_through_the_platform(
+    runtime: HermesRuntime,
+) -> None:
     runtime.gateway.adapter = FakeAdapter()
-    hooks.post_llm_call(assistant_response="done in the gateway", platform="lineup")
-    assert sent == ["done"]
+    feed = AppFeed(runtime)
+    hooks = HermesHooks(runtime)
+    a_turn(hooks, "tg", "telegram reply", platform="telegram")
+    a_turn(hooks, "app", "app reply", platform="lineup")
+    assert (feed.texts, feed.statuses) == ([], ["thinking", "idle"])
 
 
 def test_lineup_command_serves_the_app_and_shows_the_link(runtime: HermesRuntime) -> None:

@@ -32,6 +32,7 @@ RELIES_ON: dict[str, list[str]] = {
     "clarify_pending": ["tools.clarify_gateway:_entries", "tools.clarify_gateway:has_pending"],
     "clarify_timeout": ["tools.clarify_gateway:get_clarify_timeout"],
     "cli_agent_running": ["cli:HermesCLI.self._agent_running", "cli:HermesCLI.self.agent"],
+    "cli_session_id": ["cli:HermesCLI.self.session_id"],
     "cli_of": ["hermes_cli.plugins:PluginContext.self._manager", "hermes_cli.plugins:PluginManager()._cli_ref"],
     "forget_plugin_tool": [
         "tools.registry:registry.deregister",
@@ -56,6 +57,7 @@ RELIES_ON: dict[str, list[str]] = {
         "gateway.platforms.base:SendResult",
         "gateway.config:Platform",
     ],
+    "quiet_cli": ['hermes_cli._parser::"-Q"', 'hermes_cli._parser::"--quiet"'],
     "refresh_agent_tools": ["tools.mcp_tool:refresh_agent_mcp_tools(quiet_mode)"],
     "resolve_approval": ["tools.approval:resolve_gateway_approval"],
     "resolve_clarify": ["tools.clarify_gateway:resolve_gateway_clarify"],

@@ -7,15 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lineup_plugin.runtime.lock import Owner, ServerLock
+from lineup_plugin.runtime.lock import Owner, ServerLock, program
 
 
 def test_a_second_holder_is_refused_and_sees_the_owner(tmp_path: Path) -> None:
     first, second = ServerLock(tmp_path), ServerLock(tmp_path)
-    assert first.acquire("gateway") and first.held
+    assert first.acquire("gateway", command="hermes gateway run") and first.held
     assert not second.acquire("cli") and not second.held
-    assert second.owner() == Owner(os.getpid(), "gateway")
-    assert str(second.owner()) == f"pid {os.getpid()} (gateway)"
+    assert second.owner() == Owner(os.getpid(), "gateway", "hermes gateway run")
+    assert str(second.owner()) == f"pid {os.getpid()} (gateway), `hermes gateway run`"
     first.release()
 
 
@@ -23,8 +23,9 @@ def test_released_lock_can_be_taken_again(tmp_path: Path) -> None:
     first, second = ServerLock(tmp_path), ServerLock(tmp_path)
     assert first.acquire("cli")
     first.release()
-    assert second.acquire("gateway")
+    assert second.acquire("gateway", command="")
     assert second.owner() == Owner(os.getpid(), "gateway")
+    assert str(second.owner()) == f"pid {os.getpid()} (gateway)"
     second.release()
     assert second.owner() is None
 
@@ -46,3 +47,20 @@ def test_acquire_creates_the_data_directory(tmp_path: Path) -> None:
     assert lock.acquire("process")
     assert lock.path.exists()
     lock.release()
+
+
+def test_the_owners_program_is_its_command_and_subcommands_never_a_value() -> None:
+    assert program(["/usr/local/bin/hermes", "gateway", "run", "--replace"]) == "hermes gateway run"
+    assert program(["/opt/venv/bin/hermes", "chat", "-q", "what is my bank PIN?"]) == "hermes chat"
+    assert program(["hermes", "what is my bank PIN?"]) == "hermes"
+    assert program(["-c"]) == "" and program([]) == ""
+
+
+def test_by_default_the_lock_file_names_this_program(tmp_path: Path) -> None:
+    lock = ServerLock(tmp_path)
+    assert lock.acquire("process")
+    try:
+        owner = lock.owner()
+    finally:
+        lock.release()
+    assert owner == Owner(os.getpid(), "process", program())

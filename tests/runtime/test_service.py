@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,13 @@ from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCa
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.runtime.base import AgentRuntime, ToolHandler
 from lineup_plugin.runtime.lock import ServerLock
-from lineup_plugin.runtime.service import NOT_TAKING_MESSAGES, STOPPED_BY_USER, LineUpService
+from lineup_plugin.runtime.service import (
+    INTERACTIVE_APP_GRACE,
+    NOT_TAKING_MESSAGES,
+    STOPPED_BY_USER,
+    LineUpService,
+    app_grace,
+)
 from lineup_plugin.transports.direct.server import DirectServer
 from tests.wsapp import WsApp
 
@@ -233,3 +241,119 @@ async def test_tools_an_app_declares_become_runtime_tools_and_the_runtime_is_tol
         assert runtime.refreshed.is_set() and "flashlight" in runtime.tools
     finally:
         await app.close()  # the App's tools go with it
+
+
+# ------------------------------------------------------------------ the grace after the server starts
+
+
+@pytest.fixture
+def graceful(tmp_path: Path, runtime: FakeRuntime) -> Iterator[LineUpService]:
+    """A service whose calls wait up to 60 s for an App after the server's start."""
+    settings = Settings(
+        host="127.0.0.1", port=0, token="service-test-token-0123", data_dir=tmp_path, store="memory", app_grace=60
+    )
+    svc = LineUpService(runtime, settings, load_registry(load_entrypoints=False), role="process")
+    yield svc
+    svc.stop()
+
+
+def test_app_grace_unset_is_two_minutes_on_a_terminal_and_none_elsewhere() -> None:
+    assert app_grace(None, interactive=True) == INTERACTIVE_APP_GRACE == 120.0
+    assert app_grace(None, interactive=False) == 0.0
+    assert app_grace(5.0, interactive=False) == 5.0
+
+
+async def test_a_call_that_starts_the_server_waits_for_an_app_to_connect(graceful: LineUpService) -> None:
+    waiting = threading.Event()  # set by the call's heartbeat: it is waiting for an App
+
+    def first_call() -> Any:
+        return graceful.call_blocking(
+            "choice", CHOICE, is_interrupted=lambda: False, heartbeat=waiting.set, deadline=30
+        )
+
+    blocking = asyncio.create_task(asyncio.to_thread(first_call))
+    assert await asyncio.to_thread(waiting.wait, 30)
+    assert graceful.runner is not None and not graceful.app_connected
+    app = await WsApp.connect(server_of(graceful), "phone")
+    try:
+        card = await app.next_call()
+        await app.answer(card, selected="no", index=1)
+        result = await blocking
+    finally:
+        await app.close()
+    assert (result.status, result.result) == ("completed", {"selected": "no", "index": 1})
+
+
+async def test_an_interrupt_ends_the_wait_for_an_app_with_cancelled(graceful: LineUpService) -> None:
+    waiting, interrupted = threading.Event(), threading.Event()
+
+    def first_call() -> Any:
+        return graceful.call_blocking(
+            "choice", CHOICE, is_interrupted=interrupted.is_set, heartbeat=waiting.set, deadline=30
+        )
+
+    blocking = asyncio.create_task(asyncio.to_thread(first_call))
+    assert await asyncio.to_thread(waiting.wait, 30)
+    interrupted.set()
+    result = await blocking
+    assert result.status == "cancelled"
+
+
+def test_once_the_grace_is_over_a_call_with_no_app_fails_at_once(
+    graceful: LineUpService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert graceful.ensure_started("test")
+    monkeypatch.setattr(graceful, "_started_at", graceful._started_at - 61)
+    heartbeats: list[None] = []
+    result = graceful.call_blocking(
+        "choice", CHOICE, is_interrupted=lambda: False, heartbeat=lambda: heartbeats.append(None), deadline=30
+    )
+    assert (result.status, result.result["error"], heartbeats) == ("failed", "no_app", [])
+
+
+# ------------------------------------------------------------------ what a call says when it cannot be served
+
+
+def test_a_port_in_use_is_a_failed_result_with_the_reason_not_an_exception(
+    tmp_path: Path, runtime: FakeRuntime
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = Settings(host="127.0.0.1", port=port, token="service-test-token-0123", data_dir=tmp_path)
+        svc = LineUpService(runtime, settings, load_registry(load_entrypoints=False), role="process")
+        result = call(svc, "choice", CHOICE)
+    assert (result.status, result.result["error"]) == ("failed", "start_failed")
+    assert result.result["message"].startswith("the LineUp App cannot be served from this process: cannot listen on")
+    assert not svc.serving and not svc.lock.held  # the next call tries again
+
+
+def test_not_owner_names_the_program_that_serves_the_app(service: LineUpService) -> None:
+    other = ServerLock(service.settings.data_dir)
+    assert other.acquire("gateway", command="hermes gateway run")
+    try:
+        result = call(service, "choice", CHOICE)
+    finally:
+        other.release()
+    assert (result.status, result.result["error"]) == ("failed", "not_owner")
+    assert "(gateway), `hermes gateway run`" in result.result["message"]
+
+
+class Terminal(io.StringIO):
+    """A stderr a person watches."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("may_print", [True, False], ids=["normal", "quiet"])
+def test_the_link_and_qr_code_are_printed_on_a_terminal_unless_the_runtime_is_quiet(
+    service: LineUpService, runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch, may_print: bool
+) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(runtime, "may_print", lambda: may_print)
+    server = server_of(service)
+    assert (server.connect_link in terminal.getvalue()) is may_print
+    assert (terminal.getvalue() == "") is not may_print

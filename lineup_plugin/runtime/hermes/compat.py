@@ -24,6 +24,7 @@ __all__ = [
     "clarify_timeout",
     "cli_agent_running",
     "cli_of",
+    "cli_session_id",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -33,6 +34,7 @@ __all__ = [
     "mark_connected",
     "mark_disconnected",
     "platform_api",
+    "quiet_cli",
     "refresh_agent_tools",
     "resolve_approval",
     "resolve_clarify",
@@ -62,6 +64,20 @@ def interactive_cli() -> Any:
     return getattr(get_plugin_manager(), "_cli_ref", None)
 
 
+def quiet_cli() -> bool:
+    """Whether this process is ``hermes chat -Q``/``--quiet`` (Hermes prints only the reply), read from ``sys.argv``.
+
+    Hermes keeps its parsed arguments to itself; the flag is the one ``hermes_cli._parser`` defines.
+    """
+    for arg in sys.argv[1:]:
+        if arg == "--":
+            break
+        short_flags = arg.startswith("-") and not arg.startswith("--") and arg[1:].isalpha()
+        if arg == "--quiet" or (short_flags and "Q" in arg[1:]):
+            return True
+    return False
+
+
 def load_config() -> Mapping[str, Any]:
     """Hermes' ``config.yaml`` as Hermes reads it (``hermes_cli.config.load_config``)."""
     from hermes_cli.config import load_config as hermes_load_config
@@ -88,6 +104,11 @@ def cli_of(ctx: Any) -> Any:
 def cli_agent_running(cli: Any) -> Any:
     """The CLI's agent while it is in a turn (``cli._agent_running``), else None."""
     return getattr(cli, "agent", None) if getattr(cli, "_agent_running", False) else None
+
+
+def cli_session_id(cli: Any) -> str:
+    """The session id of the interactive CLI (``cli.session_id``, which follows its agent's), or ""."""
+    return str(getattr(cli, "session_id", "") or "")
 
 
 def forget_plugin_tool(ctx: Any, name: str) -> None:

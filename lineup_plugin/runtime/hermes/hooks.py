@@ -5,6 +5,10 @@
   ``idle`` (or ``interrupted``), and an attached agent is known to be running in between;
 - ``post_llm_call``: outside the gateway (which replies through the platform), the agent's reply
   is mirrored to the App;
+
+Status and replies are only those of sessions the App takes part in
+(:meth:`~.runtime.HermesRuntime.follows`): every other agent of the process — another platform's
+bot, a cron job, the CLI before it used LineUp — stays private.
 - ``on_session_finalize``: the interactive CLI shuts down, and the server with it;
 - ``/lineup``: serve the App from this process if nobody does yet, and say where it is.
 """
@@ -12,8 +16,6 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from .common import PLATFORM
 
 if TYPE_CHECKING:
     from .runtime import HermesRuntime
@@ -31,9 +33,9 @@ class HermesHooks:
         self.runtime = runtime
         self.service = runtime.service
 
-    def _relevant(self, platform: str | None) -> bool:
-        """Whether a session's events concern the App (the gateway also serves other platforms)."""
-        return not self.runtime.in_gateway or platform == PLATFORM
+    def _relevant(self, session_id: str | None, platform: str | None) -> bool:
+        """Whether a session's events concern the App: a session it takes part in (see ``follows``)."""
+        return self.runtime.follows(session_id, platform)
 
     def on_session_start(self, session_id: str = "", platform: str = "", **_: Any) -> None:
         """Interactive CLI: the session start is when this process takes the server."""
@@ -43,18 +45,20 @@ class HermesHooks:
     def pre_llm_call(self, session_id: str = "", platform: str = "", **_: Any) -> None:
         """A turn starts: remember the session runs; the App shows ``thinking``."""
         self.runtime.attached.turn(str(session_id), running=True)
-        if self._relevant(platform):
+        if self._relevant(session_id, platform):
             self.service.report_status("thinking")
 
-    def post_llm_call(self, assistant_response: str = "", platform: str = "", **_: Any) -> None:
-        """Outside the gateway (which replies through the platform), mirror the reply to the App."""
-        if not self.runtime.in_gateway and assistant_response:
+    def post_llm_call(
+        self, session_id: str = "", assistant_response: str = "", platform: str = "", **_: Any
+    ) -> None:
+        """Outside the gateway (which replies through the platform), mirror the reply of a session the App follows."""
+        if assistant_response and not self.runtime.in_gateway and self._relevant(session_id, platform):
             self.service.send_text(assistant_response)
 
     def on_session_end(self, session_id: str = "", interrupted: bool = False, platform: str = "", **_: Any) -> None:
         """A turn ended: the App shows ``idle`` (or ``interrupted``)."""
         self.runtime.attached.turn(str(session_id), running=False)
-        if self._relevant(platform):
+        if self._relevant(session_id, platform):
             self.service.report_status("interrupted" if interrupted else "idle")
 
     def on_session_finalize(self, reason: str = "", **_: Any) -> None:
@@ -72,4 +76,6 @@ class HermesHooks:
             self.service.ensure_started("/lineup command")
         except Exception as exc:
             return f"LineUp: cannot serve the App: {exc}"
+        if not self.runtime.in_gateway:
+            self.runtime.join_cli_session()  # the user at the CLI asked for the App: it follows this session
         return "LineUp: " + self.service.status_line(show_link=not self.runtime.in_gateway)

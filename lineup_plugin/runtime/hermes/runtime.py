@@ -15,13 +15,23 @@ strategy each:
 
 The first host that is active handles text; stop and steer fall back from the CLI to attached
 agents. Every reach into Hermes is in :mod:`.compat`.
+
+**Which sessions the App follows** (:meth:`HermesRuntime.follows`): Hermes runs the session hooks
+for every agent of the process, whatever platform it talks to. The App is shown a session's
+status and, outside the gateway, its replies only when the App takes part in it: in the gateway
+the App's own (``lineup``) session; elsewhere a session that called a LineUp tool, an attached
+agent's session, or the interactive CLI's session once App text was typed into it or ``/lineup``
+was run there. Any other agent's turns (a Telegram bot built on ``AIAgent``, a cron job, the CLI
+before it used LineUp) never reach the App.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +50,28 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT = 15.0
 #: who the gateway is told sent the commands LineUp issues itself
 COMMAND_SENDER = "lineup"
+#: how many sessions the App takes part in are remembered (the oldest are forgotten first)
+APP_SESSIONS_KEPT = 1000
+
+
+def hermes_result(text: str) -> str:
+    """The result JSON (:func:`~lineup_plugin.runtime.base.result_json`) as Hermes should show it.
+
+    Hermes marks a tool line as failed when the result has a top-level ``error`` (``agent/display.py``,
+    ``_detect_tool_failure``; its ``post_tool_call`` observers read the same key). A call that did
+    not complete — rejected, cancelled, expired, unsupported, failed — gets ``error``:
+    ``"<status>: <message>"``, so a withdrawn card never looks like a success on the CLI.
+    """
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(body, dict) or body.get("status") in (None, "completed") or "error" in body:
+        return text
+    result = body.get("result")
+    detail = result.get("message") or result.get("reason") if isinstance(result, dict) else None
+    body["error"] = f"{body['status']}: {detail}" if isinstance(detail, str) and detail else str(body["status"])
+    return json.dumps(body, ensure_ascii=False)
 
 
 class Host(Protocol):
@@ -137,6 +169,10 @@ class CliHost:
         """None: the CLI rebuilds its agent's tool list itself."""
         return []
 
+    def session_id(self) -> str:
+        """The session the CLI is in ("" when there is no CLI or it has no session yet)."""
+        return compat.cli_session_id(compat.cli_of(self._context()))
+
 
 class AttachedAgents:
     """Agents a host program drives itself (``AIAgent.run_conversation``), attached to LineUp."""
@@ -160,11 +196,12 @@ class AttachedAgents:
                 self._idle_handlers[key] = on_idle_message
 
     def detach(self, agent: Any) -> None:
-        """Stop delivering App text to ``agent``."""
-        key = self._key(agent)
+        """Stop delivering App text to ``agent`` (found by identity: its session id may have changed)."""
         with self._lock:
-            self._agents.pop(key, None)
-            self._idle_handlers.pop(key, None)
+            keys = [key for key, ref in self._agents.items() if ref() is agent or ref() is None]
+            for key in keys:
+                self._agents.pop(key, None)
+                self._idle_handlers.pop(key, None)
 
     def turn(self, session_id: str, *, running: bool) -> None:
         """A turn of session ``session_id`` started (``running``) or ended (Hermes' LLM-call hooks)."""
@@ -214,6 +251,36 @@ class AttachedAgents:
             refs = list(self._agents.values())
         return [agent for agent in (ref() for ref in refs) if agent is not None]
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether an attached agent is in session ``session_id`` now (its id may change, e.g. on compression)."""
+        return any(str(getattr(agent, "session_id", "") or "") == session_id for agent in self.agents())
+
+
+class AppSessions:
+    """The ids of the sessions the App took part in (a LineUp tool call, App text, ``/lineup``).
+
+    Thread-safe; the :data:`APP_SESSIONS_KEPT` most recently joined are kept.
+    """
+
+    def __init__(self, kept: int = APP_SESSIONS_KEPT) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def join(self, session_id: str) -> None:
+        """The App takes part in session ``session_id`` from now on ("" is ignored)."""
+        if not session_id:
+            return
+        with self._lock:
+            self._ids[session_id] = None
+            self._ids.move_to_end(session_id)
+            while len(self._ids) > self._kept:
+                self._ids.popitem(last=False)
+
+    def __contains__(self, session_id: object) -> bool:
+        with self._lock:
+            return session_id in self._ids
+
 
 class HermesRuntime(AgentRuntime):
     """:class:`AgentRuntime` on Hermes' plugin context (``ctx``), with its :class:`LineUpService`.
@@ -238,6 +305,7 @@ class HermesRuntime(AgentRuntime):
         self.gateway = GatewayHost()
         self.cli = CliHost(lambda: self.ctx)
         self.attached = AttachedAgents()
+        self.app_sessions = AppSessions()
         self._touch = threading.local()
         self.service = LineUpService(self, settings, registry, tools=tools, role=role or process_role)
 
@@ -246,8 +314,9 @@ class HermesRuntime(AgentRuntime):
     def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
         """Register ``schema`` in Hermes' tool registry (toolset ``lineup``) through ``ctx``."""
 
-        def hermes_handler(args: Mapping[str, Any], **_context: Any) -> str:
-            return handler(dict(args) if isinstance(args, Mapping) else {})
+        def hermes_handler(args: Mapping[str, Any], **context: Any) -> str:
+            self.app_sessions.join(str(context.get("session_id") or ""))
+            return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
 
         hermes_handler.__name__ = f"lineup_{schema['name']}"
         self.ctx.register_tool(
@@ -270,6 +339,10 @@ class HermesRuntime(AgentRuntime):
                 compat.refresh_agent_tools(agent)
             except Exception:
                 log.debug("could not refresh an agent's tools", exc_info=True)
+
+    def may_print(self) -> bool:
+        """No link or QR code on the terminal of ``hermes chat -Q`` (quiet: only the reply is printed)."""
+        return not compat.quiet_cli()
 
     # waiting ---------------------------------------------------------------------------
 
@@ -295,8 +368,31 @@ class HermesRuntime(AgentRuntime):
         return [self.attached]
 
     def deliver_message(self, text: str, *, sender: str) -> bool:
-        """Gateway: a message of the App user's session. CLI: ``ctx.inject_message``. Else an attached agent."""
-        return self._hosts()[0].deliver(text, sender)
+        """Gateway: a message of the App user's session. CLI: ``ctx.inject_message``. Else an attached agent.
+
+        Text typed into the CLI makes the App take part in the CLI's session (its replies are mirrored).
+        """
+        host = self._hosts()[0]
+        if host is self.cli:
+            self.join_cli_session()
+        return host.deliver(text, sender)
+
+    def join_cli_session(self) -> None:
+        """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
+        if self.cli.active:
+            self.app_sessions.join(self.cli.session_id())
+
+    def follows(self, session_id: str | None, platform: str | None) -> bool:
+        """Whether the App is shown this session's turns: its status and (outside the gateway) its replies.
+
+        In the gateway, only the App's own session (platform ``lineup``). Elsewhere a session the App
+        takes part in: one that called a LineUp tool, an attached agent's, or the CLI's once App
+        text reached it or ``/lineup`` ran there. Never any other agent's.
+        """
+        if self.in_gateway:
+            return platform == PLATFORM
+        sid = str(session_id or "")
+        return bool(sid) and (sid in self.app_sessions or self.attached.has_session(sid))
 
     def interrupt(self, message: str | None = None) -> bool:
         """Gateway: ``/stop`` (waited for). CLI or attached agent: ``AIAgent.interrupt``."""
