@@ -1,0 +1,106 @@
+"""``lineup mcp`` over stdio, driven by the official MCP client, answered by a WebSocket App."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from mcp import types
+
+from lineup_plugin.protocol.messages import ToolList
+from lineup_plugin.runtime.base import STATUS_HINTS
+
+from .conftest import Lineup, stdio_client, until
+
+CHOICE = {"question": "Deploy where?", "options": ["staging", "production"]}
+
+
+def body(result: types.CallToolResult) -> dict:
+    """The JSON text of a tool result."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text)
+
+
+async def test_lists_the_catalog_with_input_and_output_schemas(lineup: Lineup) -> None:
+    async with stdio_client(lineup) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {"choice", "confirm", "input"} <= set(tools)
+    choice = tools["choice"]
+    assert choice.input_schema["type"] == "object" and "options" in choice.input_schema["properties"]
+    assert choice.output_schema is not None and choice.output_schema["required"] == ["selected", "index"]
+
+
+async def test_choice_answered_on_the_app_is_structured_content_after_progress(lineup: Lineup) -> None:
+    progressed = asyncio.Event()
+    messages: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+        progressed.set()
+
+    async with stdio_client(lineup) as client:
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE, progress_callback=on_progress))
+        call = await app.next_call()
+        await asyncio.wait_for(progressed.wait(), 30)
+        await app.answer(call, selected="staging", index=0)
+        result = await asyncio.wait_for(task, 30)
+        await app.close()
+    assert call.name == "choice" and call.arguments == CHOICE
+    assert not result.is_error
+    assert result.structured_content == {"selected": "staging", "index": 0}
+    assert body(result)["status"] == "completed" and body(result)["call_id"] == call.call_id
+    assert messages[0] == "waiting for the user to answer choice"
+
+
+async def test_cancelling_the_request_cancels_the_card_on_the_app(lineup: Lineup) -> None:
+    async with stdio_client(lineup) as client:
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        call = await app.next_call()
+        task.cancel()
+        cancel = (await asyncio.wait_for(app.next("tool.cancel"), 30)).payload
+        await app.close()
+    assert cancel.call_id == call.call_id  # type: ignore[union-attr]
+    assert cancel.reason == "the agent was interrupted"  # type: ignore[union-attr]
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_expiry_is_an_error_with_the_expired_hint(lineup: Lineup) -> None:
+    lineup.env["LINEUP_DEADLINES"] = json.dumps({"choice": 0.5})
+    async with stdio_client(lineup) as client:
+        app = await lineup.app()
+        result = await asyncio.wait_for(client.call_tool("choice", CHOICE), 30)
+        call = await app.next_call()
+        await app.close()
+    assert result.is_error and result.structured_content is None
+    assert body(result)["status"] == "expired" and body(result)["call_id"] == call.call_id
+    assert body(result)["hint"] == STATUS_HINTS["expired"]
+
+
+async def test_no_app_connected_fails_clearly(lineup: Lineup) -> None:
+    async with stdio_client(lineup) as client:
+        result = await asyncio.wait_for(client.call_tool("choice", CHOICE), 30)
+    assert result.is_error
+    answer = body(result)
+    assert answer["status"] == "failed" and answer["result"]["error"] == "no_app"
+    assert "App" in answer["result"]["message"] and answer["hint"] == STATUS_HINTS["failed"]
+
+
+async def test_an_app_declaring_a_tool_announces_list_changed(lineup: Lineup) -> None:
+    torch = {
+        "name": "torch",
+        "type": "action",
+        "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
+    }
+    async with stdio_client(lineup) as client:
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        app = await lineup.app()
+        await app.send(ToolList.model_validate({"tools": [torch]}))
+        await until(lambda: "notifications/tools/list_changed" in lineup.notifications, lineup.changed)
+        after = {tool.name for tool in (await client.list_tools()).tools}
+        await app.close()
+    assert "torch" not in before and after == before | {"torch"}
