@@ -131,8 +131,8 @@ def host_port(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8000`` for IPv6) as a pair; raises ConfigError when it is not one."""
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--http: expected HOST:PORT, e.g. 127.0.0.1:8000, not {text!r}")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"--http: expected HOST:PORT (port 0: a free one), e.g. 127.0.0.1:8000, not {text!r}")
     return host, int(port)
 
 
@@ -147,12 +147,17 @@ def run_mcp(args: argparse.Namespace) -> int:
     given = {"data_dir": args.data_dir} if args.data_dir else {}
     settings = load_settings(given)
     runtime = McpRuntime(settings, load_registry)
+
+    async def serve() -> None:
+        main_task = asyncio.current_task()
+        assert main_task is not None
+        with contextlib.suppress(NotImplementedError):  # SIGTERM (a client stopping us) ends as cleanly as EOF
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+        await (serve_stdio(runtime) if address is None else serve_http(runtime, *address))
+
     try:
-        if address is None:
-            asyncio.run(serve_stdio(runtime))
-        else:
-            asyncio.run(serve_http(runtime, *address))
-    except KeyboardInterrupt:
+        asyncio.run(serve())
+    except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     finally:
         runtime.service.stop()

@@ -14,6 +14,11 @@ from lineup_plugin.runtime.base import STATUS_HINTS
 from .conftest import Lineup, stdio_client, until
 
 CHOICE = {"question": "Deploy where?", "options": ["staging", "production"]}
+TORCH = {
+    "name": "torch",
+    "type": "action",
+    "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
+}
 
 
 def body(result: types.CallToolResult) -> dict:
@@ -91,15 +96,10 @@ async def test_no_app_connected_fails_clearly(lineup: Lineup) -> None:
 
 
 async def test_an_app_declaring_a_tool_announces_list_changed(lineup: Lineup) -> None:
-    torch = {
-        "name": "torch",
-        "type": "action",
-        "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
-    }
     async with stdio_client(lineup) as client:
         before = {tool.name for tool in (await client.list_tools()).tools}
         app = await lineup.app()
-        await app.send(ToolList.model_validate({"tools": [torch]}))
+        await app.send(ToolList.model_validate({"tools": [TORCH]}))
         await until(lambda: "notifications/tools/list_changed" in lineup.notifications, lineup.changed)
         after = {tool.name for tool in (await client.list_tools()).tools}
         await app.close()
