@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("mcp")
+
 from mcp import Client, StdioServerParameters, types
 
 from tests.wsapp import WsApp
-
-pytest.importorskip("mcp")
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "mcp-test-token-0123456789abcdef"
