@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 from mcp import types
 
 from lineup_plugin.protocol.messages import ToolList
 from lineup_plugin.runtime.base import STATUS_HINTS
+from lineup_plugin.runtime.lock import ServerLock
 
-from .conftest import Lineup, stdio_client, until
+from .conftest import TOKEN, Lineup, stdio_client, until
 
 CHOICE = {"question": "Deploy where?", "options": ["staging", "production"]}
 TORCH = {
@@ -104,3 +108,49 @@ async def test_an_app_declaring_a_tool_announces_list_changed(lineup: Lineup) ->
         after = {tool.name for tool in (await client.list_tools()).tools}
         await app.close()
     assert "torch" not in before and after == before | {"torch"}
+
+
+async def test_the_connect_link_goes_to_stderr_and_nothing_to_stdout(lineup: Lineup) -> None:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lineup_plugin.cli",
+        "mcp",
+        env=lineup.env,
+        stdin=asyncio.subprocess.DEVNULL,  # the client leaves at once: the server stops
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == 0 and stdout == b""
+    assert f"/#token={TOKEN} on your phone" in stderr.decode()
+
+
+async def test_a_toolset_tool_takes_its_action_among_the_flat_arguments(lineup: Lineup) -> None:
+    async with stdio_client(lineup) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("calculator", {"action": "add", "a": 2, "b": 3}))
+        call = await app.next_call()
+        await app.answer(call, value=5)
+        result = await asyncio.wait_for(task, 30)
+        await app.close()
+    assert "add" in tools["calculator"].input_schema["properties"]["action"]["enum"]
+    assert tools["calculator"].output_schema is None  # per action, not one for the tool
+    assert (call.name, call.action, call.arguments) == ("calculator", "add", {"a": 2, "b": 3})
+    assert not result.is_error and result.structured_content == {"value": 5}
+
+
+async def test_calls_fail_naming_the_process_that_serves_the_app(lineup: Lineup) -> None:
+    lock = ServerLock(Path(lineup.env["LINEUP_DATA_DIR"]))
+    assert lock.acquire("gateway")
+    try:
+        async with stdio_client(lineup) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            result = await asyncio.wait_for(client.call_tool("choice", CHOICE), 30)
+    finally:
+        lock.release()
+    assert "choice" in listed
+    answer = body(result)
+    assert result.is_error and answer["status"] == "failed" and answer["result"]["error"] == "not_owner"
+    assert f"pid {os.getpid()} (gateway)" in answer["result"]["message"]

@@ -60,7 +60,7 @@ class McpRuntime(AgentRuntime):
     """
 
     name = "mcp"
-    label = "LineUp MCP"
+    label = "LineUp"
 
     def __init__(
         self, settings: Settings | Callable[[], Settings], registry: Registry | Callable[[], Registry]
