@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from lineup_plugin.protocol.messages import ToolList
+from lineup_plugin.protocol.messages import AgentStop, ToolList
 from lineup_plugin.runtime.base import STATUS_HINTS
 from lineup_plugin.runtime.lock import ServerLock
 
@@ -32,16 +32,20 @@ def body(result: types.CallToolResult) -> dict:
     return json.loads(block.text)
 
 
-async def test_lists_the_catalog_with_input_and_output_schemas(lineup: Lineup) -> None:
-    async with stdio_client(lineup) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_lists_the_catalog_with_input_and_output_schemas(lineup: Lineup, mode: str) -> None:
+    async with stdio_client(lineup, mode=mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        version = client.session.protocol_version
+    assert (version == "2026-07-28") == (mode == "auto")  # the stateless protocol, or the handshake era
     assert {"choice", "confirm", "input"} <= set(tools)
     choice = tools["choice"]
     assert choice.input_schema["type"] == "object" and "options" in choice.input_schema["properties"]
     assert choice.output_schema is not None and choice.output_schema["required"] == ["selected", "index"]
 
 
-async def test_choice_answered_on_the_app_is_structured_content_after_progress(lineup: Lineup) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_choice_answered_on_the_app_is_structured_content_after_progress(lineup: Lineup, mode: str) -> None:
     progressed = asyncio.Event()
     messages: list[str | None] = []
 
@@ -49,7 +53,7 @@ async def test_choice_answered_on_the_app_is_structured_content_after_progress(l
         messages.append(message)
         progressed.set()
 
-    async with stdio_client(lineup) as client:
+    async with stdio_client(lineup, mode=mode) as client:
         app = await lineup.app()
         task = asyncio.create_task(client.call_tool("choice", CHOICE, progress_callback=on_progress))
         call = await app.next_call()
@@ -154,3 +158,16 @@ async def test_calls_fail_naming_the_process_that_serves_the_app(lineup: Lineup)
     answer = body(result)
     assert result.is_error and answer["status"] == "failed" and answer["result"]["error"] == "not_owner"
     assert f"pid {os.getpid()} (gateway)" in answer["result"]["message"]
+
+
+async def test_the_app_stop_button_ends_the_call_cancelled(lineup: Lineup) -> None:
+    async with stdio_client(lineup) as client:
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        call = await app.next_call()
+        await app.send(AgentStop())
+        result = await asyncio.wait_for(task, 30)
+        await app.close()
+    answer = body(result)
+    assert result.is_error and answer["status"] == "cancelled" and answer["call_id"] == call.call_id
+    assert answer["result"]["message"] == "stopped by the user" and answer["hint"] == STATUS_HINTS["cancelled"]
