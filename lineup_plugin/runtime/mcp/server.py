@@ -64,6 +64,8 @@ INSTRUCTIONS = (
 )
 #: how many handshake-era connections are remembered for list_changed notifications
 MAX_SESSIONS = 256
+#: how many calls may wait for the App at once (each waits on a worker thread); more queue for a thread
+MAX_WAITING_CALLS = 256
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
@@ -116,12 +118,14 @@ class LineUpMcpServer:
         self.server.middleware.append(self._remember_session)
         self._sessions: deque[ServerSession] = deque(maxlen=MAX_SESSIONS)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads: anyio.CapacityLimiter | None = None
 
     # start -----------------------------------------------------------------------------
 
     async def start_async(self) -> None:
         """:meth:`start` on a worker thread; list changes are then announced on the running loop."""
         self._loop = asyncio.get_running_loop()
+        self._threads = anyio.CapacityLimiter(MAX_WAITING_CALLS)
         self.runtime.on_tools_changed = self._tools_changed_threadsafe
         await anyio.to_thread.run_sync(self.start)
 
@@ -182,7 +186,12 @@ class LineUpMcpServer:
         waiting = Waiting(report)
         try:
             result = await anyio.to_thread.run_sync(
-                self.runtime.run_call, name, dict(params.arguments or {}), waiting, abandon_on_cancel=True
+                self.runtime.run_call,
+                name,
+                dict(params.arguments or {}),
+                waiting,
+                abandon_on_cancel=True,
+                limiter=self._threads,
             )
         except anyio.get_cancelled_exc_class():
             waiting.cancelled.set()  # the worker cancels the card on every device within a poll
