@@ -2,7 +2,11 @@
 
 - ``lineup demo [--host H] [--port P] [--token T] [--data-dir D]``: the direct server with a
   scripted agent that uses every built-in tool (see :mod:`lineup_plugin.demo`);
-- ``lineup tools [--json]``: the tool catalog (name, type, actions, source plugin).
+- ``lineup tools [--json]``: the tool catalog (name, type, actions, source plugin);
+- ``lineup mcp [--http HOST:PORT]``: an MCP server (stdio by default) whose tools are answered on
+  the App, which this process serves (see :mod:`lineup_plugin.runtime.mcp`);
+- ``lineup stats [--since DURATION|ISO] [--json]``: per tool and status, counts, answer times and
+  error rates, from the store's audit log (see :mod:`lineup_plugin.stats`).
 
 Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
 prints what is wrong and exits with status 2; any other LineUp error exits with status 1.
@@ -21,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config.settings import load_settings
-from .errors import ConfigError, LineUpError
+from .errors import ConfigError, LineUpError, StoreBusyError
 from .plugins import load_registry
 from .tools.registry import Registry
 
@@ -42,6 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="list every tool the installed plugins provide")
     tools.add_argument("--json", action="store_true", help="print the tool definitions as JSON")
     tools.set_defaults(run=run_tools)
+
+    mcp = commands.add_parser("mcp", help="run an MCP server (stdio) whose tools are answered on the App")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead")
+    mcp.add_argument("--data-dir", help="where the token and the call store are kept (default ~/.hermes/lineup)")
+    mcp.set_defaults(run=run_mcp)
+
+    stats = commands.add_parser("stats", help="per tool and status: counts, answer times, error rates")
+    stats.add_argument("--since", metavar="DURATION|ISO", help="only calls created since: 1h, 30m, 7d, or an ISO time")
+    stats.add_argument("--json", action="store_true", help="print the figures as JSON")
+    stats.add_argument("--data-dir", help="where the call store is kept (default ~/.hermes/lineup)")
+    stats.set_defaults(run=run_stats)
     return parser
 
 
@@ -109,6 +124,63 @@ def run_tools(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return 0
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8000`` for IPv6) as a pair; raises ConfigError when it is not one."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"--http: expected HOST:PORT (port 0: a free one), e.g. 127.0.0.1:8000, not {text!r}")
+    return host, int(port)
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """``lineup mcp``: serve MCP until the client leaves (stdio) or SIGINT/SIGTERM (HTTP)."""
+    try:
+        from .runtime.mcp import McpRuntime, serve_http, serve_stdio
+    except ImportError as exc:
+        raise ConfigError(f"lineup mcp needs the mcp extra: pip install 'lineup-plugin[mcp]' ({exc})") from exc
+
+    address = host_port(args.http) if args.http else None
+    given = {"data_dir": args.data_dir} if args.data_dir else {}
+    settings = load_settings(given)
+    runtime = McpRuntime(settings, load_registry)
+
+    async def serve() -> None:
+        main_task = asyncio.current_task()
+        assert main_task is not None
+        with contextlib.suppress(NotImplementedError):  # SIGTERM (a client stopping us) ends as cleanly as EOF
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+        await (serve_stdio(runtime) if address is None else serve_http(runtime, *address))
+
+    try:
+        asyncio.run(serve())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    finally:
+        runtime.service.stop()
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    """``lineup stats``: the metering of the store's audit log, as a table or JSON."""
+    from .stats import format_table, parse_since, read_stats
+
+    given = {"data_dir": args.data_dir} if args.data_dir else {}
+    settings = load_settings(given)
+    try:
+        report = read_stats(settings, since=parse_since(args.since) if args.since else None)
+    except StoreBusyError as exc:
+        from .runtime.lock import ServerLock
+
+        owner = ServerLock(settings.data_dir).owner()
+        raise StoreBusyError(f"{exc} ({owner or 'unknown'}); run lineup stats once it has stopped") from exc
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
+    else:
+        print(format_table(report))
     return 0
 
 

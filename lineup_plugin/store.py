@@ -17,7 +17,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from urllib.parse import quote
 
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
@@ -503,6 +504,54 @@ class SQLiteStore(_OneChange):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class AuditRecord(NamedTuple):
+    """One kept audit record about a call, with when it was written and the call's tool (if the store knows it)."""
+
+    at: float
+    event: str
+    call_id: str | None
+    device_id: str | None
+    detail: str
+    tool: str | None
+
+
+_READ_CALL_AUDIT = """
+SELECT a.at, a.event, a.call_id, a.device_id, a.detail, c.name FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
+WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
+"""
+
+
+def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None) -> list[AuditRecord]:
+    """The kept audit records about calls (``call.*``) in the store file ``path``, oldest first; read-only.
+
+    ``since`` (seconds since the epoch) keeps the records written then or later. Only what the
+    store's retention kept is there (:data:`AUDIT_LIMIT` records; the tool of an ended call beyond
+    :data:`ENDED_LIMIT` is no longer known unless its ``call.created`` record names it). Raises
+    StoreBusyError while a process serving the App holds the file (it is opened exclusively),
+    StoreError when it is missing or not a LineUp store.
+    """
+    where = Path(path)
+    if not where.is_file():
+        raise StoreError(f"no store at {where}")
+    try:
+        db = sqlite3.connect(f"file:{quote(str(where.resolve()))}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the store {where}: {exc}") from exc
+    try:
+        if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            raise StoreError(f"{where} is not a lineup store")
+        rows = db.execute(_READ_CALL_AUDIT, (since if since is not None else float("-inf"),)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreBusyError(f"the store {where} is in use by the process serving the App") from exc
+        raise StoreError(f"cannot read the store {where}: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the store {where}: {exc}") from exc
+    finally:
+        db.close()
+    return [AuditRecord(*row) for row in rows]
 
 
 def open_store(settings: Settings) -> Store:

@@ -1,0 +1,70 @@
+"""``lineup mcp --http`` driven by the official MCP client over streamable HTTP, answered by a WebSocket App."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from mcp import Client
+
+from lineup_plugin.protocol.messages import ToolList
+
+from .conftest import Lineup, http_server, until
+from .test_mcp_stdio import CHOICE, TORCH, body
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_lists_tools_and_a_choice_answered_on_the_app(lineup: Lineup, mode: str) -> None:
+    async with http_server(lineup) as url, Client(url, mode=mode) as client:  # type: ignore[arg-type]
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        call = await app.next_call()
+        await app.answer(call, selected="production", index=1)
+        result = await asyncio.wait_for(task, 30)
+        await app.close()
+    assert tools["choice"].output_schema is not None and "confirm" in tools
+    assert not result.is_error and result.structured_content == {"selected": "production", "index": 1}
+    assert body(result)["call_id"] == call.call_id
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_cancelling_the_request_cancels_the_card_on_the_app(lineup: Lineup, mode: str) -> None:
+    async with http_server(lineup) as url, Client(url, mode=mode) as client:  # type: ignore[arg-type]
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        call = await app.next_call()
+        task.cancel()
+        cancel = (await asyncio.wait_for(app.next("tool.cancel"), 30)).payload
+        await app.close()
+    assert cancel.call_id == call.call_id  # type: ignore[union-attr]
+    assert cancel.reason == "the agent was interrupted"  # type: ignore[union-attr]
+
+
+async def test_no_app_connected_fails_clearly(lineup: Lineup) -> None:
+    async with http_server(lineup) as url, Client(url, mode="legacy") as client:
+        result = await asyncio.wait_for(client.call_tool("confirm", {"message": "Deploy?"}), 30)
+    assert result.is_error and body(result)["result"]["error"] == "no_app"
+
+
+async def test_an_app_declaring_a_tool_announces_list_changed(lineup: Lineup) -> None:
+    async with http_server(lineup) as url, Client(url, mode="legacy", message_handler=lineup.on_message) as client:
+        app = await lineup.app()
+        await app.send(ToolList.model_validate({"tools": [TORCH]}))
+        await until(lambda: "notifications/tools/list_changed" in lineup.notifications, lineup.changed)
+        after = {tool.name for tool in (await client.list_tools()).tools}
+        await app.close()
+    assert "torch" in after
+
+
+async def test_a_2026_client_hears_of_a_declared_tool_on_its_listen_stream(lineup: Lineup) -> None:
+    async with http_server(lineup) as url, Client(url, mode="auto") as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            app = await lineup.app()
+            await app.send(ToolList.model_validate({"tools": [TORCH]}))
+            event = await asyncio.wait_for(anext(aiter(subscription)), 30)
+            after = {tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools}
+            await app.close()
+        version = client.session.protocol_version
+    assert version == "2026-07-28"
+    assert type(event).__name__ == "ToolsListChanged" and "torch" in after

@@ -1,0 +1,120 @@
+"""``lineup stats``: metering per tool, status and device, from the store's audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin.cli import main
+from lineup_plugin.errors import ConfigError, StoreBusyError
+from lineup_plugin.stats import compute, format_table, parse_since
+from lineup_plugin.store import AuditRecord, SQLiteStore, read_call_audit
+
+from .conftest import Lineup, stdio_client
+from .test_mcp_stdio import CHOICE
+
+
+def rec(at: float, event: str, call_id: str, device: str | None = None, detail: str = "", tool: str | None = None):
+    return AuditRecord(at, event, call_id, device, detail, tool)
+
+
+RECORDS = [
+    rec(90.0, "call.completed", "old", "phone"),  # created before the records begin: not counted
+    rec(100.0, "call.created", "c1", detail="choice"),
+    rec(100.1, "call.delivered", "c1", "phone"),
+    rec(100.1, "call.delivered", "c1", "tablet"),
+    rec(102.0, "call.completed", "c1", "phone"),
+    rec(110.0, "call.created", "c2", detail="choice"),
+    rec(110.1, "call.delivered", "c2", "phone"),
+    rec(114.0, "call.completed", "c2", "tablet"),
+    rec(120.0, "call.created", "c3", detail="choice"),
+    rec(120.1, "call.delivered", "c3", "phone"),
+    rec(180.0, "call.expired", "c3"),
+    rec(200.0, "call.failed", "c4", detail="no_app", tool="confirm"),
+    rec(210.0, "call.created", "c5", detail="input"),
+]
+
+
+def test_counts_times_and_error_rate_per_tool_and_status() -> None:
+    stats = compute(RECORDS)
+    choice, confirm, input_ = stats.tools["choice"], stats.tools["confirm"], stats.tools["input"]
+    assert stats.calls == 5 and choice.calls == 3
+    assert choice.statuses["completed"].count == 2 and choice.statuses["completed"].seconds == [2.0, 4.0]
+    assert choice.statuses["completed"].p50 == 2.0 and choice.statuses["completed"].p95 == 4.0
+    assert choice.statuses["expired"].count == 1 and choice.statuses["expired"].p50 == 60.0
+    assert choice.error_rate == 0.0 and confirm.error_rate == 1.0
+    assert confirm.statuses["failed"].count == 1 and input_.statuses["open"].count == 1
+
+
+def test_devices_count_deliveries_and_their_own_answers() -> None:
+    devices = compute(RECORDS).devices
+    assert devices["phone"].delivered == 3 and devices["tablet"].delivered == 1
+    assert devices["phone"].statuses["completed"].seconds == [2.0]
+    assert devices["tablet"].statuses["completed"].seconds == [4.0]
+
+
+def test_json_and_table_show_the_same_figures() -> None:
+    stats = compute(RECORDS, since=100.0)
+    data = stats.as_json()
+    assert data["calls"] == 5 and data["since"] == "1970-01-01T00:01:40+00:00"
+    assert data["tools"]["choice"]["statuses"]["completed"] == {"count": 2, "p50": 2.0, "p95": 4.0}
+    assert data["devices"]["tablet"] == {
+        "delivered": 1,
+        "statuses": {"completed": {"count": 1, "p50": 4.0, "p95": 4.0}},
+    }
+    rows = [line.split() for line in format_table(stats).splitlines()]
+    assert ["choice", "completed", "2", "2.0s", "4.0s"] in rows and ["confirm", "(all)", "1", "100.0%"] in rows
+
+
+def test_since_takes_durations_and_iso_times() -> None:
+    assert parse_since("1h30m", now=10_000.0) == 10_000.0 - 5400
+    assert parse_since("7d", now=1e6) == 1e6 - 7 * 86400
+    assert parse_since("2026-11-30T12:00:00Z") == datetime(2026, 11, 30, 12, tzinfo=UTC).timestamp()
+    with pytest.raises(ConfigError, match="--since"):
+        parse_since("yesterday")
+
+
+def test_reads_the_store_file_and_refuses_while_it_is_held(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    store.audit("call.created", call_id="c1", detail="choice")
+    store.audit("call.completed", call_id="c1", device_id="phone")
+    with pytest.raises(StoreBusyError, match="in use"):
+        read_call_audit(tmp_path / "lineup.sqlite3")
+    store.close()
+    records = read_call_audit(tmp_path / "lineup.sqlite3")
+    assert [(r.event, r.call_id, r.device_id) for r in records] == [
+        ("call.created", "c1", None),
+        ("call.completed", "c1", "phone"),
+    ]
+    assert read_call_audit(tmp_path / "lineup.sqlite3", since=records[-1].at + 1) == []
+
+
+async def test_stats_of_a_choice_answered_through_lineup_mcp(
+    lineup: Lineup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with stdio_client(lineup) as client:
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        await app.answer(await app.next_call(), selected="staging", index=0)
+        await asyncio.wait_for(task, 30)
+        await app.close()
+    assert main(["stats", "--json", "--data-dir", lineup.env["LINEUP_DATA_DIR"], "--since", "1h"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["calls"] == 1 and data["tools"]["choice"]["statuses"]["completed"]["count"] == 1
+    assert data["devices"]["phone"]["delivered"] == 1
+
+
+def test_stats_while_a_process_serves_says_who(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lineup_plugin.runtime.lock import ServerLock
+
+    lock = ServerLock(tmp_path)
+    assert lock.acquire("mcp")
+    with SQLiteStore(tmp_path / "lineup.sqlite3"):
+        assert main(["stats", "--data-dir", str(tmp_path)]) == 1
+    lock.release()
+    error = capsys.readouterr().err
+    assert "in use by the process serving the App" in error and "(mcp)" in error
