@@ -128,6 +128,9 @@ class FakeCatalog:
     def withdraw(self, source: str) -> bool:
         return bool(self.declared.pop(source, None))
 
+    def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
+        return None  # outputSchemas are the registry's: see tests/test_tool_hardening.py
+
 
 # ---------------------------------------------------------------------------------- helpers
 
