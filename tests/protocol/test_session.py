@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
