@@ -20,6 +20,7 @@ from lineup_plugin import Hub, hookimpl
 from lineup_plugin.errors import ToolError
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.base import MAX_ERROR_CHARS
 from lineup_plugin.protocol.messages import Actor, Envelope, Error, ToolCall, ToolList, ToolResult
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.tools.registry import MAX_SOURCE_BYTES, MAX_SOURCE_TOOLS, Register, Registry
@@ -197,6 +198,20 @@ async def test_an_answer_that_violates_the_output_schema_is_refused_and_the_call
     result = await task
     assert result.status == "completed" and result.result == {"selected": "b", "index": 1}
     assert any(event == "result.invalid" and call_id == call.call_id for event, call_id, *_ in hub.store.audit_log)
+
+
+async def test_the_invalid_result_error_is_bounded_whatever_the_app_sent() -> None:
+    hub = make_hub()
+    app = await connected(hub)
+    task = asyncio.create_task(hub.agent_call("choice", {"question": "q", "options": ["a"]}))
+    call = (await receive(app, "tool.call")).payload
+    assert isinstance(call, ToolCall)
+    huge = {"call_id": call.call_id, "status": "completed", "result": {"selected": "a", "index": "9" * 100_000}}
+    await app.send_payload(ToolResult.model_validate(huge))
+    error = await next_error(app)
+    assert error.code == "invalid_result" and len(error.message) <= MAX_ERROR_CHARS
+    await hub.cancel(call.call_id)
+    assert (await task).status == "cancelled"
 
 
 async def test_a_non_finite_number_in_an_answer_is_refused_and_the_call_stays_live() -> None:

@@ -42,6 +42,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import CallStateError, ProtocolError, ToolError, VersionError
 from . import codec
+from .base import bounded
 from .calls import Call, CallState, format_timestamp
 from .messages import (
     Actor,
@@ -496,6 +497,7 @@ class Session(Generic[L]):
             if result.status == "completed":
                 problem = self.catalog.check_result(request.name, request.action, result.result)
             if problem is not None:  # the call stays live: the App may answer again
+                problem = bounded(problem)  # it may quote the App's value
                 self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
                 self.reply(link, Error(code="invalid_result", message=problem, ref=ref, call_id=result.call_id))
                 return
@@ -524,8 +526,8 @@ class Session(Generic[L]):
             try:
                 skipped = self.catalog.declare(source, listing.tools)
             except ToolError as exc:  # nothing was changed
-                self._audit("tools.refused", device_id=device_id, detail=str(exc))
-                self.reply(link, Error(code="bad_tools", message=f"tool.list refused, no tool changed: {exc}"))
+                self._audit("tools.refused", device_id=device_id, detail=bounded(str(exc)))
+                self.reply(link, Error(code="bad_tools", message=bounded(f"tool.list refused, no tool changed: {exc}")))
                 return
             if skipped:
                 message = f"tools already provided by the agent side: {skipped}"
