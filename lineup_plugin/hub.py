@@ -52,10 +52,10 @@ from .protocol.session import (
     closed_reason,
     failure,
 )
-from .protocol.tools import ToolDefinition
+from .protocol.tools import HIGH_RISK, ToolDefinition
 from .store import MemoryStore, Store
-from .tools.registry import Registry, split_arguments
-from .tools.runner import run_for_agent, run_in_process
+from .tools.registry import RegisteredTool, Registry, call_risk, split_arguments
+from .tools.runner import Confirm, run_for_agent
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -97,6 +97,9 @@ class _Catalog:
     def withdraw(self, source: str) -> bool:
         return bool(self.registry.remove_source(source))
 
+    def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
+        return self.registry.check_result(name, action, result)
+
 
 class Hub:
     """Drives the session of one agent with its user's devices on an asyncio loop (see the module docstring).
@@ -137,6 +140,8 @@ class Hub:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        #: runs of high-risk in-process tools an App called, waiting for the user's approval
+        self.app_runs: set[asyncio.Task[None]] = set()
         #: the calls a previous process left pending, closed when this hub was made
         self.recovered: list[Call] = self.recover()
 
@@ -394,18 +399,18 @@ class Hub:
             if known is not None:
                 return await self._wait(known, owner=False)
         try:
-            tool, _spec = self.registry.resolve(name, action, arguments)
+            tool, spec = self.registry.resolve(name, action, arguments)
         except ArgumentsError as exc:
             return failure(
                 call_id, name, "failed", str(exc), error="invalid_arguments", field=exc.path, expected=exc.expected
             )
-        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=tool.definition.risk)
+        risk = call_risk(tool, spec, arguments)
+        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk)
         if tool.in_process:
-
-            async def confirm(arguments: dict[str, Any]) -> ToolResult:
-                return await self.call("confirm", arguments, deadline=deadline)
-
-            return await run_for_agent(self.registry, tool, request, confirm)
+            result = await run_for_agent(self.registry, tool, request, self._confirm(deadline))
+            self.session.record_in_process(result)
+            self._flush()
+            return result
         wait = self.deadline_for(name) if deadline is None else deadline
         call = self.session.start_call(request, wait=wait, new_id=new_id)
         self._flush()
@@ -449,11 +454,33 @@ class Hub:
         self._flush()
         return count
 
+    def _confirm(self, deadline: float | None) -> Confirm:
+        """How an in-process tool asks the user's approval: a ``confirm`` call to the App."""
+
+        async def confirm(arguments: dict[str, Any]) -> ToolResult:
+            return await self.call("confirm", arguments, deadline=deadline)
+
+        return confirm
+
     async def _run_for_app(self, link: Link, request: ToolCall) -> None:
+        """Run the in-process tool the App on ``link`` called, as for the agent: approved if high-risk, audited.
+
+        A high-risk tool runs in a task of :attr:`app_runs`: its approval is answered on the very
+        link whose message is being handled, so it cannot be waited for here.
+        """
         tool = self.registry.get(request.name)
         if tool is None or not tool.in_process:  # withdrawn meanwhile
             message = f"the agent has no tool {request.name!r} an App can call"
-            result = failure(request.call_id, request.name, "unsupported", message)
+            self.reply(link, failure(request.call_id, request.name, "unsupported", message))
+        elif tool.definition.risk in HIGH_RISK:
+            task = asyncio.create_task(self._app_run(link, tool, request))
+            self.app_runs.add(task)
+            task.add_done_callback(self.app_runs.discard)
         else:
-            result = await run_in_process(self.registry, tool, request)
-        self.reply(link, result)
+            await self._app_run(link, tool, request)
+
+    async def _app_run(self, link: Link, tool: RegisteredTool, request: ToolCall) -> None:
+        result = await run_for_agent(self.registry, tool, request, self._confirm(None), caller="the App")
+        self.session.record_in_process(result, link=link)
+        self.session.reply(link, result)
+        self._flush()

@@ -2,7 +2,8 @@
 
 ``choice``, ``confirm`` and ``input`` are action tools, ``calculator`` a toolset and ``canvas`` an
 app (schemas from the tool protocol of seed document 000 §4.2). All of them are rendered and
-answered by the App.
+answered by the App. Each action declares the ``outputSchema`` of its completed result: an answer
+that does not satisfy it is refused to the App (``invalid_result``) and never reaches the model.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 _INSTANCE = {"instance_id": {"type": "string", "description": "canvas instance id, from open"}}
 _OPERANDS = _obj({"a": {"type": "number"}, "b": {"type": "number"}}, ["a", "b"])
+_VALUE = _obj({"value": {"type": "number"}}, ["value"])
+#: what every canvas action answers (``open`` must give the instance id)
+_CANVAS_OUT = {
+    "instance_id": {"type": "string"},
+    "strokes": {"type": "integer", "minimum": 0},
+    "message": {"type": "string"},
+}
 
 CHOICE: dict[str, Any] = {
     "name": "choice",
@@ -92,10 +100,10 @@ CALCULATOR: dict[str, Any] = {
     "version": "1.0",
     "description": "A basic calculator on the user's App; stateless, every call stands alone. Returns {value}.",
     "actions": [
-        {"name": "add", "description": "a + b", "inputSchema": _OPERANDS},
-        {"name": "subtract", "description": "a - b", "inputSchema": _OPERANDS},
-        {"name": "multiply", "description": "a * b", "inputSchema": _OPERANDS},
-        {"name": "divide", "description": "a / b", "inputSchema": _OPERANDS},
+        {"name": "add", "description": "a + b", "inputSchema": _OPERANDS, "outputSchema": _VALUE},
+        {"name": "subtract", "description": "a - b", "inputSchema": _OPERANDS, "outputSchema": _VALUE},
+        {"name": "multiply", "description": "a * b", "inputSchema": _OPERANDS, "outputSchema": _VALUE},
+        {"name": "divide", "description": "a / b", "inputSchema": _OPERANDS, "outputSchema": _VALUE},
     ],
     "risk": "display_only",
 }
@@ -116,6 +124,7 @@ CANVAS: dict[str, Any] = {
                 },
                 ["width", "height"],
             ),
+            "outputSchema": _obj(_CANVAS_OUT, ["instance_id"]),
         },
         {
             "name": "draw",
@@ -129,10 +138,26 @@ CANVAS: dict[str, Any] = {
                 },
                 ["instance_id", "path"],
             ),
+            "outputSchema": _obj(_CANVAS_OUT, []),
         },
-        {"name": "undo", "description": "undo the last drawing step", "inputSchema": _obj(_INSTANCE, ["instance_id"])},
-        {"name": "clear", "description": "clear the canvas", "inputSchema": _obj(_INSTANCE, ["instance_id"])},
-        {"name": "close", "description": "close the canvas", "inputSchema": _obj(_INSTANCE, ["instance_id"])},
+        {
+            "name": "undo",
+            "description": "undo the last drawing step",
+            "inputSchema": _obj(_INSTANCE, ["instance_id"]),
+            "outputSchema": _obj(_CANVAS_OUT, []),
+        },
+        {
+            "name": "clear",
+            "description": "clear the canvas",
+            "inputSchema": _obj(_INSTANCE, ["instance_id"]),
+            "outputSchema": _obj(_CANVAS_OUT, []),
+        },
+        {
+            "name": "close",
+            "description": "close the canvas",
+            "inputSchema": _obj(_INSTANCE, ["instance_id"]),
+            "outputSchema": _obj(_CANVAS_OUT, []),
+        },
     ],
     "risk": "display_only",
 }

@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
-from ..errors import CallStateError, ProtocolError, VersionError
+from ..errors import CallStateError, ProtocolError, ToolError, VersionError
 from . import codec
+from .base import bounded
 from .calls import Call, CallState, format_timestamp
 from .messages import (
     Actor,
@@ -119,10 +120,17 @@ class Catalog(Protocol):
         """Whether ``name`` is an agent tool an App may call."""
 
     def declare(self, source: str, tools: list[ToolDefinition]) -> list[str]:
-        """Set the tools an App declared under ``source``; the names skipped because others own them."""
+        """Set the tools an App declared under ``source``; the names skipped because others own them.
+
+        All or nothing: raises :class:`~lineup_plugin.errors.ToolError` (saying why), leaving
+        the tools of ``source`` as they were, when one definition is refused or there are too many.
+        """
 
     def withdraw(self, source: str) -> bool:
         """Remove the tools of ``source``; whether there were any."""
+
+    def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
+        """None when a completed ``result`` of tool ``name`` satisfies its outputSchema, else what is wrong."""
 
 
 # -------------------------------------------------------------------------------- outputs
@@ -494,6 +502,15 @@ class Session(Generic[L]):
     def _on_result(self, link: L, device_id: str, result: ToolResult, ref: str) -> None:
         item = self._live.get(result.call_id)
         if item is not None:
+            request = item.request
+            problem = None
+            if result.status == "completed":
+                problem = self.catalog.check_result(request.name, request.action, result.result)
+            if problem is not None:  # the call stays live: the App may answer again
+                problem = bounded(problem)  # it may quote the App's value
+                self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
+                self.reply(link, Error(code="invalid_result", message=problem, ref=ref, call_id=result.call_id))
+                return
             self._finish(item, result, by=link)
             return
         ended = self.records.get_call(result.call_id)
@@ -516,7 +533,12 @@ class Session(Generic[L]):
     def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
         source = f"app:{device_id}"
         if listing.tools or self.catalog.withdraw(source):
-            skipped = self.catalog.declare(source, listing.tools)
+            try:
+                skipped = self.catalog.declare(source, listing.tools)
+            except ToolError as exc:  # nothing was changed
+                self._audit("tools.refused", device_id=device_id, detail=bounded(str(exc)))
+                self.reply(link, Error(code="bad_tools", message=bounded(f"tool.list refused, no tool changed: {exc}")))
+                return
             if skipped:
                 message = f"tools already provided by the agent side: {skipped}"
                 self.reply(link, Error(code="tool_name_taken", message=message))
@@ -524,6 +546,11 @@ class Session(Generic[L]):
             self._out.events.append(ToolsChanged(reply_to=link if listing.request else None))
         elif listing.request:
             self.send_tool_list(link)
+
+    def record_in_process(self, result: ToolResult, *, link: L | None = None) -> None:
+        """Audit the run of an in-process tool: ``result`` is its outcome; ``link`` the App that called it, if any."""
+        device_id = self.device_id(link) if link is not None else None
+        self._audit(f"tool.{result.status}", call_id=result.call_id, device_id=device_id, detail=result.name or "")
 
     def send_tool_list(self, link: L) -> None:
         """Send the agent's tools to the device on ``link`` (the answer to a ``tool.list`` with ``request``)."""

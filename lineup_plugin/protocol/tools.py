@@ -7,7 +7,7 @@ JSON Schema objects when a tool is registered (see :mod:`lineup_plugin.tools.reg
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -15,6 +15,9 @@ from .base import WireModel
 
 ToolType = Literal["app", "toolset", "action"]
 Risk = Literal["display_only", "user_confirmation", "system_permission", "restricted"]
+
+#: every risk level, lowest first
+RISKS: tuple[str, ...] = get_args(Risk)
 
 #: the risk levels that need an explicit approval by the user before anything runs
 HIGH_RISK: frozenset[str] = frozenset({"system_permission", "restricted"})

@@ -44,8 +44,10 @@ async def run_in_process(registry: Registry, tool: RegisteredTool, request: Tool
     return ToolResult(call_id=request.call_id, name=tool.name, action=request.action, status="completed", result=result)
 
 
-async def run_for_agent(registry: Registry, tool: RegisteredTool, request: ToolCall, confirm: Confirm) -> ToolResult:
-    """Run an in-process tool the agent called; a high-risk one only after the user approves it.
+async def run_for_agent(
+    registry: Registry, tool: RegisteredTool, request: ToolCall, confirm: Confirm, *, caller: str = "the agent"
+) -> ToolResult:
+    """Run an in-process tool ``caller`` (the agent, or an App) called; a high-risk one only after the user approves it.
 
     The approval is a ``confirm`` card (``confirm``); anything but an approval ends the call
     ``rejected`` with the approval's status.
@@ -54,7 +56,7 @@ async def run_for_agent(registry: Registry, tool: RegisteredTool, request: ToolC
     if risk in HIGH_RISK:
         approval = await confirm(
             {
-                "message": f"Allow the agent to run {tool.name}?",
+                "message": f"Allow {caller} to run {tool.name}?",
                 "details": json.dumps(request.arguments, ensure_ascii=False),
                 "risk": risk,
             }

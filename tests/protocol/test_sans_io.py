@@ -34,6 +34,7 @@ def test_protocol_core_and_session_import_no_io_library_in_a_fresh_interpreter()
         "    def runs_in_process(self, name): return False\n"
         "    def declare(self, source, tools): return []\n"
         "    def withdraw(self, source): return False\n"
+        "    def check_result(self, name, action, result): return None\n"
         "core = session.Session(records=Records(), catalog=Catalog(), clock=lambda: 0.0)\n"
         "core.open('phone', name='phone', device_id='phone')\n"
         "core.start_call(p.ToolCall(call_id='c1', name='choice'), wait=60)\n"

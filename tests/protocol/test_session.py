@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
@@ -127,6 +128,9 @@ class FakeCatalog:
 
     def withdraw(self, source: str) -> bool:
         return bool(self.declared.pop(source, None))
+
+    def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
+        return None  # outputSchemas are the registry's: see tests/test_tool_hardening.py
 
 
 # ---------------------------------------------------------------------------------- helpers
