@@ -359,7 +359,13 @@ def test_a_schema_the_fast_check_compiles_is_valid_json_schema(schema: Any) -> N
 
 # ------------------------------------------------------------------------------ settings check
 
-TYPE_OF = {name: spec.get("type") for name, spec in SETTINGS_SCHEMA["properties"].items()}
+def _type_of(spec: dict[str, Any]) -> Any:
+    """A setting's JSON type; for an optional one (``anyOf`` with null), the type beside null."""
+    kinds = [option.get("type") for option in spec.get("anyOf", [])] if "anyOf" in spec else [spec.get("type")]
+    return next((kind for kind in kinds if kind != "null"), None)
+
+
+TYPE_OF = {name: _type_of(spec) for name, spec in SETTINGS_SCHEMA["properties"].items()}
 NUMBERS = {name for name, kind in TYPE_OF.items() if kind in ("integer", "number")}
 #: numbers as text, as LINEUP_* variables hold them: plain ones, and ones the model reads but the cheap check leaves
 NUMERALS = ["0", "9", "9600", "9600.0", "70000", "-1", "0.5", "1.5", "09", " 9", "9_000", "+1", "1e3", "0x10", "http"]
