@@ -14,7 +14,9 @@ ended. Then :func:`check` holds the caller, the store and the Apps against each 
 - **lost**: a call the caller, the store or an App knows that did not end, or ended unseen by one
   that should know; **duplicated**: a call ended twice, or its caller got two results;
   **unborn**: the agent died between the caller asking and the first commit (nothing was written
-  or sent, so there is nothing to end) — counted, not a violation.
+  or sent, so there is nothing to end); **failed unrecorded**: the store failed on a new call and
+  on its failure too (a disk that stays full): the caller got ``failed`` (``store_failed``) and
+  no App had the card — both counted, not violations.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class RigReport:
     duplicated: int = 0
     disagree: int = 0
     unborn: int = 0
+    unrecorded: int = 0
     problems: list[str] = field(default_factory=list)
     points: dict[str, int] = field(default_factory=dict)
     max_rss_kib: int = 0
@@ -172,7 +175,7 @@ class RigReport:
         statuses = ", ".join(f"{name} {count}" for name, count in sorted(self.statuses.items()))
         rows = [
             ("faults injected", f"{sum(self.faults.values())} ({faults})"),
-            ("calls", f"{self.calls} ({statuses}; unborn {self.unborn})"),
+            ("calls", f"{self.calls} ({statuses}; unborn {self.unborn}, failed unrecorded {self.unrecorded})"),
             ("lost", str(self.lost)),
             ("duplicated", str(self.duplicated)),
             ("disagreeing (caller / store / App)", str(self.disagree)),
@@ -190,10 +193,18 @@ class _Agent:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
+        self.stalled = False
 
-    async def line(self) -> dict[str, Any] | None:
+    async def line(self, stall: float) -> dict[str, Any] | None:
+        """The next line; None once the process is gone. An agent silent for ``stall`` seconds is
+        stuck (a call nobody will end): that is a failure, the process is killed and it is reported."""
         assert self.process.stdout is not None
-        raw = await self.process.stdout.readline()
+        try:
+            raw = await asyncio.wait_for(self.process.stdout.readline(), stall)
+        except TimeoutError:
+            self.stalled = True
+            self.process.kill()
+            return None
         return json.loads(raw) if raw else None
 
 
@@ -208,6 +219,7 @@ async def run_rig(
     deadline: float = 2.0,
     p_interrupt: float = 0.05,
     seed: int = 1,
+    stall: float = 60.0,
 ) -> RigReport:
     """Run the rig (see the module docstring) and return its report, invariants checked."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -259,14 +271,14 @@ async def run_rig(
                 )
             agent = _Agent(process)
             try:
-                first = await agent.line()
+                first = await agent.line(stall)
                 ports: list[int] = first["ports"] if first else []
                 for proxy, port in zip(proxies, ports, strict=False):
                     proxy.target = port
                 for app in rig_apps:
                     if app.task is None and ports:
                         app.task = asyncio.create_task(app.run())
-                while first is not None and (line := await agent.line()) is not None:
+                while first is not None and (line := await agent.line(stall)) is not None:
                     if "started" in line:
                         started[line["started"]] = line["app"]
                     elif "ended" in line:
@@ -294,6 +306,9 @@ async def run_rig(
                         report.problems.append(f"the agent exited with {code} (see {data_dir / 'agent.log'})")
                         return report
             rc = await process.wait()
+            if agent.stalled:
+                report.problems.append(f"the agent stalled: silent for {stall} s (calls never ended)")
+                return report
             if final is None:
                 if rc != -signal.SIGKILL:
                     report.problems.append(f"the agent exited with {rc} (see {data_dir / 'agent.log'})")
@@ -337,9 +352,15 @@ def check(
             row = stored.get(call_id)
             mine = results.get(call_id, [])
             if row is None:
-                if mine or call_id in app.seen:
+                failed_unsaved = [status for status, result in mine] == ["failed"] and mine[0][1].get(
+                    "error"
+                ) == "store_failed"
+                if failed_unsaved and call_id not in app.seen:
+                    report.unrecorded += 1  # the disk stayed full through its failure too: told, not written
+                elif mine or call_id in app.seen:
                     report.lost += 1
-                    report.problems.append(f"{call_id}: the store does not know it (caller {mine}, App saw it)")
+                    seen = "saw" if call_id in app.seen else "never saw"
+                    report.problems.append(f"{call_id}: the store does not know it (caller {mine}, the App {seen} it)")
                 else:
                     report.unborn += 1
                 continue
