@@ -160,6 +160,7 @@ class RigReport:
     disagree: int = 0
     unborn: int = 0
     unrecorded: int = 0
+    killed_at: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     points: dict[str, int] = field(default_factory=dict)
     max_rss_kib: int = 0
@@ -289,9 +290,13 @@ async def run_rig(
                                 app.task.cancel()
                                 with contextlib.suppress(asyncio.CancelledError):
                                     await app.task
-                        await asyncio.gather(
-                            *(app.final_check(port) for app, port in zip(rig_apps, ports, strict=True))
-                        )
+                                app.task = None
+                        try:
+                            await asyncio.gather(
+                                *(app.final_check(port) for app, port in zip(rig_apps, ports, strict=True))
+                            )
+                        except (OSError, WebSocketException):
+                            continue  # killed at a point the final reconnects pass: the next life checks
                         assert process.stdin is not None
                         process.stdin.write(b"report\n")
                         await process.stdin.drain()
@@ -314,6 +319,7 @@ async def run_rig(
                     report.problems.append(f"the agent exited with {rc} (see {data_dir / 'agent.log'})")
                     return report
                 report.faults["kill -9"] += 1
+                report.killed_at.append(generation.kill or "?")
             if generation.store_fault:
                 report.faults[f"store {generation.store_fault.partition('@')[0]}"] += 1
     finally:
