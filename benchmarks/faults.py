@@ -38,7 +38,7 @@ def generations(args: argparse.Namespace) -> list[Generation]:
     rng = random.Random(args.seed)
     points = list(POINTS)
     rng.shuffle(points)
-    spread = max(1, args.apps * args.calls // (2 * len(points)))
+    spread = max(1, args.apps * args.calls // (4 * len(points)))
     kinds = ["disk_full", "io_error"] + (["unserializable"] if args.unserializable else [])
     lives = []
     for number, point in enumerate(points):

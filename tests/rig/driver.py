@@ -311,6 +311,8 @@ async def run_rig(
                         report.problems.append(f"the agent exited with {code} (see {data_dir / 'agent.log'})")
                         return report
             rc = await process.wait()
+            for proxy in proxies:  # its ports may go to another App's server in the next life
+                proxy.target = 0
             if agent.stalled:
                 report.problems.append(f"the agent stalled: silent for {stall} s (calls never ended)")
                 return report

@@ -76,7 +76,8 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 class FaultProxy:
-    """Listens on 127.0.0.1 (``port`` once started) and forwards every connection to ``target``."""
+    """Listens on 127.0.0.1 (``port`` once started) and forwards every connection to ``target``
+    (0: nothing behind, connections are closed at once)."""
 
     def __init__(self, target: int, plan: FaultPlan, *, frames: bool = True) -> None:
         self.target = target
@@ -103,6 +104,9 @@ class FaultProxy:
             await self._server.wait_closed()
 
     async def _handle(self, app_reader: asyncio.StreamReader, app_writer: asyncio.StreamWriter) -> None:
+        if not self.target:  # no agent behind (it is restarting): the connection is refused
+            app_writer.close()
+            return
         try:
             agent_reader, agent_writer = await asyncio.open_connection("127.0.0.1", self.target)
         except OSError:
