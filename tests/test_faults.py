@@ -59,7 +59,9 @@ async def test_kill_9_at_named_points_then_restart_loses_nothing(tmp_path: Path)
         "caller.before_result@1",
     ]
     generations = [Generation(kill=kill) for kill in kills]
-    report = await run_rig(tmp_path, apps=2, calls=8, generations=generations, plan=FaultPlan(), deadline=1.0)
+    report = await run_rig(
+        tmp_path, apps=2, calls=12, generations=generations, plan=FaultPlan(), concurrency=1, deadline=1.0
+    )
     holds(report)
     assert report.faults["kill -9"] == len(kills)
 
