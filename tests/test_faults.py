@@ -39,6 +39,7 @@ def holds(report: RigReport) -> None:
     assert report.problems == [], report.table()
     assert (report.lost, report.duplicated, report.disagree) == (0, 0, 0), report.table()
     assert report.calls > 0
+    assert 0 < report.max_rss_kib < 256 * 1024, "the agent's peak RSS stays bounded"
 
 
 async def test_network_faults_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> None:
