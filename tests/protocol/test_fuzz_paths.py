@@ -43,7 +43,7 @@ from lineup_plugin.transports.memory import MemoryApp
 
 from .test_fuzz import json_values, parent_of, paths
 
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 QUESTION = {"question": "Deploy where?", "options": ["staging", "production"]}
 LIVE = "call_live_0001"
 
