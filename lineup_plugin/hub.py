@@ -22,6 +22,7 @@ The hub runs on one asyncio event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -64,6 +65,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_DEADLINE = 600.0
+#: how many told-but-unwritten changes the hub keeps for a store that fails for long (oldest dropped)
+UNWRITTEN_LIMIT = 10_000
+#: seconds between tries to write them
+RETRY_SECONDS = 1.0
 INTERRUPTED = "the agent was interrupted"
 
 TextHandler = Callable[[str, str], Awaitable[None] | None]
@@ -137,6 +142,9 @@ class Hub:
             conversation_id=conversation_id,
         )
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
+        #: changes told to the devices and the model but not yet written (the store failed on them)
+        self._unwritten: list[Change] = []
+        self._retry: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
@@ -168,11 +176,20 @@ class Hub:
         """Apply what the session produced: commit, then send, then wake; returns the runtime's events."""
         batch = self.session.take()
         unsaved: list[Call] = []
+        if self._unwritten:
+            self._write_unwritten()
         if batch.changes:
             try:
                 self.store.apply(batch.changes)  # committed when it returns: only now may anything leave
             except StoreError as exc:
-                unsaved = self._salvage(batch, exc) if retry else []
+                if retry:
+                    unsaved = self._salvage(batch, exc)
+                else:  # the failures of calls that could not be saved: told now, written when the store can
+                    count = len(batch.ended)
+                    log.error("lineup: could not save the failure of %d call(s) (%s); retrying later", count, exc)
+                    self._unwritten.extend(batch.changes)
+                    del self._unwritten[:-UNWRITTEN_LIMIT]
+                    self._retry_later()
         for message in batch.messages:
             if isinstance(message, Send):
                 try:
@@ -195,6 +212,26 @@ class Hub:
         if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
+
+    def _retry_later(self) -> None:
+        """Try the unwritten changes again in :data:`RETRY_SECONDS` (or at the next flush, if sooner)."""
+        if self._retry is None:
+            with contextlib.suppress(RuntimeError):  # no loop: the next flush tries
+                self._retry = asyncio.get_running_loop().call_later(RETRY_SECONDS, self._on_retry)
+
+    def _on_retry(self) -> None:
+        self._retry = None
+        self._flush()
+
+    def _write_unwritten(self) -> None:
+        """Write the failures that were told but could not be saved, once the store takes writes again."""
+        try:
+            self.store.apply(self._unwritten)
+        except StoreError:
+            self._retry_later()  # still failing
+            return
+        log.info("lineup: saved %d change(s) that had waited for the store", len(self._unwritten))
+        self._unwritten.clear()
 
     def _salvage(self, batch: Batch[Link], exc: StoreError) -> list[Call]:
         """A batch could not be committed: write what can be, call by call; the calls that could not.

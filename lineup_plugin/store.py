@@ -378,10 +378,12 @@ class SQLiteStore(_OneChange):
                     self._insert_seen(seen)
                 if audits:
                     self._insert_audit(audits)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, TypeError, ValueError) as exc:  # ValueError: pydantic's serialization errors too
             log.error("lineup store %s: could not save writes: %s", self.path, exc)
             self._resync()
-            raise self._error("writing", exc) from exc
+            if isinstance(exc, sqlite3.Error):
+                raise self._error("writing", exc) from exc
+            raise StoreError(f"store failure while writing: a value could not be written ({exc})") from exc
 
     def _resync(self) -> None:
         """After a rolled-back batch: count the rows again and forget which calls were written."""
