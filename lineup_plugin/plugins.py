@@ -7,8 +7,14 @@ loading.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
+import importlib.util
+import json
+import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -19,7 +25,11 @@ from .tools.agent_schema import function_schema
 if TYPE_CHECKING:
     from .tools.registry import Registry
 
+log = logging.getLogger(__name__)
+
 ENTRY_POINT_GROUP = "lineup"
+#: where the function schemas of the installed plugins are kept between starts (in the data dir)
+SCHEMA_CACHE = "tool-schemas.json"
 BLOCK_ENV = "LINEUP_BLOCK_PLUGINS"
 BUILTIN_PLUGINS = ("lineup_plugin.builtin_tools",)
 
@@ -96,3 +106,64 @@ def builtin_function_schemas(environ: dict[str, str] | None = None) -> list[dict
     if not all(tools) or len({tool["name"] for tool in tools}) != len(tools):
         return None
     return [function_schema(tool) for tool in tools]
+
+
+def plugins_fingerprint(environ: dict[str, str] | None = None) -> str:
+    """What the tool schemas depend on, as one hash: this package's version, each installed and not
+    blocked plugin (entry point, distribution version, the size and time of its top module file)
+    and the blocked names. Reads metadata and file times only; imports no plugin."""
+    from importlib.metadata import PackageNotFoundError, entry_points, version
+
+    try:
+        lineup = version("lineup-plugin")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        lineup = "source"
+    blocked = blocked_names(environ)
+    plugins: list[list[Any]] = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in blocked:
+            continue
+        dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist is not None else ""
+        stamp: list[int] = []
+        with contextlib.suppress(ImportError, ValueError, OSError):
+            spec = importlib.util.find_spec(ep.module.split(".")[0])  # a top-level name: nothing is imported
+            if spec is not None and spec.origin and os.path.exists(spec.origin):
+                info = os.stat(spec.origin)
+                stamp = [info.st_size, info.st_mtime_ns]
+        plugins.append([ep.name, ep.value, dist, stamp])
+    text = json.dumps({"lineup": lineup, "plugins": plugins, "blocked": sorted(blocked)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_function_schemas(data_dir: Path, environ: dict[str, str] | None = None) -> list[dict[str, Any]] | None:
+    """The function schemas kept by :func:`remember_function_schemas`, if the installed plugins are the same.
+
+    Lets a start with a third-party plugin installed register its tools without loading the
+    registry, the plugins or pydantic; the registry is loaded (and the tools checked) on first use.
+    """
+    try:
+        kept = json.loads((data_dir / SCHEMA_CACHE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("key") != plugins_fingerprint(environ):
+        return None
+    schemas = kept.get("schemas")
+    if not isinstance(schemas, list) or not all(isinstance(one, dict) and "name" in one for one in schemas):
+        return None
+    return schemas  # the shape was checked; the registry checks the tools themselves on first use
+
+
+def remember_function_schemas(
+    data_dir: Path, schemas: list[dict[str, Any]], environ: dict[str, str] | None = None
+) -> None:
+    """Keep the plugins' function schemas for the next start (best effort: a failure is only logged)."""
+    path = data_dir / SCHEMA_CACHE
+    try:
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump({"key": plugins_fingerprint(environ), "schemas": schemas}, file)
+        os.replace(partial, path)  # whole or not at all
+    except OSError as exc:
+        log.debug("lineup: could not keep the tool schemas in %s: %s", path, exc)

@@ -127,7 +127,17 @@ class LineUpService:
                 if self._registry is None:
                     assert self._make_registry is not None
                     self._registry = self._make_registry()
+                    self._refresh_schema_cache(self._registry)
         return self._registry
+
+    def _refresh_schema_cache(self, registry: Registry) -> None:
+        """The tools were registered from kept schemas that differ from the plugins' now: keep the new ones."""
+        from ..plugins import remember_function_schemas, third_party_plugins
+
+        if self._tools is not None and third_party_plugins():
+            schemas = registry.function_schemas()
+            if schemas != self._tools:
+                remember_function_schemas(self.settings.data_dir, schemas)
 
     @property
     def lock(self) -> ServerLock:

@@ -18,7 +18,12 @@ from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import ConfigError
 from lineup_plugin.hub import Hub
-from lineup_plugin.plugins import third_party_plugins
+from lineup_plugin.plugins import (
+    SCHEMA_CACHE,
+    cached_function_schemas,
+    remember_function_schemas,
+    third_party_plugins,
+)
 from lineup_plugin.protocol.messages import ToolCancel, ToolResult
 from lineup_plugin.runtime.base import result_json
 from lineup_plugin.runtime.hermes import common, compat
@@ -465,3 +470,38 @@ def test_register_is_cheap_it_loads_neither_pydantic_nor_the_server(tmp_path: Pa
     assert set(report["tools"]) == {"choice", "confirm", "input", "calculator", "canvas"}
     assert (report["commands"], report["platforms"]) == (["lineup"], ["lineup"])
     assert report["hooks"] == list(HOOKS)
+
+
+def test_a_third_party_plugin_loads_pydantic_at_the_first_start_only_then_its_schemas_are_kept(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("hermes_cli", reason="needs hermes-agent installed")
+    plugins = third_party_plugins()
+    if not plugins:
+        pytest.skip("no third-party lineup plugin installed (scripts/test installs examples/lineup-weather)")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
+    environ.update(HERMES_HOME=str(tmp_path))
+
+    def start() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", REGISTER], env=environ, capture_output=True, text=True, timeout=120, check=True
+        )
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    first, second = start(), start()
+    assert "pydantic" in first["loaded"]  # the plugin's typed tools are known only through the registry
+    assert second["loaded"] == []  # the next start registers them from the kept schemas
+    assert second["tools"] == first["tools"] and "weather" in second["tools"]
+    assert (tmp_path / "lineup" / SCHEMA_CACHE).is_file()
+    environ["LINEUP_BLOCK_PLUGINS"] = ",".join(plugins)  # the plugins changed: the kept schemas are not used
+    assert "weather" not in start()["tools"]
+
+
+def test_kept_schemas_are_used_only_for_the_same_plugins(tmp_path: Path) -> None:
+    schemas = [{"name": "weather", "description": "today", "parameters": {"type": "object", "properties": {}}}]
+    assert cached_function_schemas(tmp_path) is None
+    remember_function_schemas(tmp_path, schemas)
+    assert cached_function_schemas(tmp_path) == schemas
+    assert cached_function_schemas(tmp_path, {"LINEUP_BLOCK_PLUGINS": "weather"}) is None
+    (tmp_path / SCHEMA_CACHE).write_text("{not json")
+    assert cached_function_schemas(tmp_path) is None

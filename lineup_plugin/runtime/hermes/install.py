@@ -29,10 +29,11 @@ import atexit
 import functools
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...config.check import given_settings, surely_valid
-from ...plugins import builtin_function_schemas
+from ...config.check import default_data_dir, given_settings, surely_valid
+from ...plugins import builtin_function_schemas, cached_function_schemas
 from . import compat
 from .common import APP_CHAT, EMOJI, PLATFORM, plugin_section
 from .hooks import COMMAND, COMMAND_HELP, HOOKS, HermesHooks
@@ -94,11 +95,15 @@ def _settings_and_tools(
     """
     given = given_settings(plugin_section(), environ)
     settings = functools.partial(_validated, given) if surely_valid(given) else _validated(given)
-    tools = builtin_function_schemas()
-    from ...plugins import load_registry
+    data_dir = Path(given["data_dir"]) if isinstance(given.get("data_dir"), str) else default_data_dir()
+    tools = builtin_function_schemas() or cached_function_schemas(data_dir)
+    from ...plugins import load_registry, remember_function_schemas
 
-    registry: Registry | Callable[[], Registry] = load_registry if tools is not None else load_registry()
-    return settings, registry, tools
+    if tools is not None:
+        return settings, load_registry, tools
+    registry = load_registry()  # a third-party plugin whose tools this data dir has not seen yet
+    remember_function_schemas(data_dir, registry.function_schemas())
+    return settings, registry, None
 
 
 def _validated(given: dict[str, Any]) -> Settings:
