@@ -39,8 +39,10 @@ from .messages import (
 MAX_MESSAGE_CHARS = 1_000_000
 #: how deep JSON objects and arrays may nest in a message; deeper is refused (the store must write it)
 MAX_DEPTH = 32
-#: what makes a message worth a closer look: an escaped surrogate, a huge exponent or a huge number
-_SUSPECT = re.compile(r"\\u[dD][89a-fA-F]|[eE][+]?[0-9]{3}|[0-9]{300}")
+#: a number (a JSON value: after ``:``, ``,`` or ``[``, never the digits of an id) with a three-digit exponent
+_BIG_EXPONENT = re.compile(r"[:,\[]\s*-?[0-9][0-9.]*[eE]\+?[0-9]{3}")
+#: a number of three hundred digits or more
+_LONG_NUMBER = re.compile(r"[:,\[]\s*-?[0-9]{300}")
 
 
 def new_id(prefix: str = "msg") -> str:
@@ -190,7 +192,12 @@ def _suspect(text: str) -> bool:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return True
-    return text.count("[") + text.count("{") > MAX_DEPTH or _SUSPECT.search(text) is not None
+    return (
+        "\\u" in text  # an escape: perhaps a lone surrogate
+        or text.count("[") + text.count("{") > MAX_DEPTH
+        or _BIG_EXPONENT.search(text) is not None
+        or (len(text) >= 300 and _LONG_NUMBER.search(text) is not None)
+    )
 
 
 def check_storable(data: Any, path: str = "") -> None:
