@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -77,6 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+
+def _stop_on_sigterm() -> None:
+    """Let SIGTERM (a service manager, an MCP client stopping us) cancel the current task, like Ctrl+C.
+
+    Windows' event loop has no signal handlers: there Ctrl+C and end of input still stop us.
+    """
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    if sys.platform != "win32":
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+
 def run_demo(args: argparse.Namespace) -> int:
     """``lineup demo``: serve until Ctrl+C."""
     from .demo import Demo
@@ -85,10 +95,7 @@ def run_demo(args: argparse.Namespace) -> int:
     settings = load_settings({key: value for key, value in given.items() if value is not None})
 
     async def serve() -> None:
-        main_task = asyncio.current_task()
-        assert main_task is not None
-        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows' loop
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+        _stop_on_sigterm()
         async with Demo(settings) as demo:
             await demo.run()
 
@@ -149,10 +156,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     runtime = McpRuntime(settings, load_registry)
 
     async def serve() -> None:
-        main_task = asyncio.current_task()
-        assert main_task is not None
-        with contextlib.suppress(NotImplementedError):  # SIGTERM (a client stopping us) ends as cleanly as EOF
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+        _stop_on_sigterm()  # a client stopping us ends as cleanly as end of input
         await (serve_stdio(runtime) if address is None else serve_http(runtime, *address))
 
     try:

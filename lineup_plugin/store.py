@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -69,7 +70,7 @@ class Store(Protocol):
         """Release the store's resources."""
 
 
-class _OneChange:
+class _OneChange(ABC):
     """What both stores share: redaction of secrets, and writing one change at a time (the hub
     writes whole batches)."""
 
@@ -85,11 +86,13 @@ class _OneChange:
             detail = detail.replace(secret, "[redacted]")
         return detail
 
+    @abstractmethod
     def apply(self, changes: Iterable[Change]) -> None:
-        raise NotImplementedError
+        """Write ``changes`` as one transaction (see :class:`Store`)."""
 
+    @abstractmethod
     def was_seen(self, envelope_id: str) -> bool:
-        raise NotImplementedError
+        """Whether ``envelope_id`` was recorded (see :class:`Store`)."""
 
     def save_call(self, call: Call) -> None:
         """Insert or update ``call`` and commit; a call that already ended is never changed."""
