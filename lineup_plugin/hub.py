@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ArgumentsError, StoreError, TransportError
 from .protocol import codec
 from .protocol.calls import Call
+from .protocol.history import DEFAULT_RETENTION, Record, Retention
 from .protocol.messages import Actor, AgentState, Envelope, Payload, ToolCall, ToolResult
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
@@ -126,6 +127,7 @@ class Hub:
         on_stop: StopHandler | None = None,
         on_tools_changed: ToolsChangedHandler | None = None,
         clock: Callable[[], float] = time.time,
+        retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         self.registry = registry
         self.store: Store = store if store is not None else MemoryStore()
@@ -140,6 +142,7 @@ class Hub:
             clock=clock,
             agent_id=agent_id,
             conversation_id=conversation_id,
+            retention=retention,
         )
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
         #: changes told to the devices and the model but not yet written (the store failed on them)
@@ -167,6 +170,7 @@ class Hub:
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
+            retention=settings.retention,
             **options,
         )
 
@@ -249,7 +253,7 @@ class Hub:
                 key: str | None = change.call.call_id
                 calls[change.call.call_id] = change.call
             else:
-                key = change.call_id if isinstance(change, Audit) else None
+                key = change.call_id if isinstance(change, Audit | Record) else None
             groups.setdefault(key, []).append(change)
         failed: set[str] = set()
         for key, changes in groups.items():

@@ -50,6 +50,8 @@ from lineup_plugin.protocol.messages import (
     DeviceHello,
     DeviceWelcome,
     Error,
+    History,
+    HistoryEntry,
     Payload,
     Text,
     ToolAck,
@@ -570,6 +572,24 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
     AgentStop: st.builds(AgentStop, reason=MAYBE),
     Text: st.builds(Text, text=st.text(max_size=30), reply_to=MAYBE),
     Error: st.builds(Error, code=st.text(max_size=5), message=st.text(max_size=12), ref=MAYBE, call_id=MAYBE),
+    History: st.builds(
+        History,
+        history_id=IDS,
+        head=st.integers(0, 2**53 - 1),
+        entries=st.lists(
+            st.builds(
+                HistoryEntry,
+                seq=st.integers(0, 2**53 - 1),
+                at=st.datetimes(timezones=ZONES).map(lambda moment: moment.isoformat()),
+                conversation_id=IDS,
+                event=st.sampled_from(["text.in", "text.out", "status"]),
+                text=MAYBE,
+                device_id=MAYBE,
+            ),
+            max_size=2,
+        ),
+        reset=st.booleans(),
+    ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())
 

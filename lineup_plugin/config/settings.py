@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
 from .check import default_data_dir, given_settings
 
 
@@ -66,6 +67,10 @@ class Settings(BaseModel):
     max_connections: int = Field(default=64, ge=1)
     heartbeat: float = Field(default=20.0, gt=0)
     agent_id: str = "lineup-agent"
+    #: history kept for the App (reload, another device): at most this many entries (0: no history)...
+    history_limit: int = Field(default=HISTORY_LIMIT, ge=0, le=10_000_000)
+    #: ...and none older than this many seconds (None: no age limit)
+    history_max_age: float | None = Field(default=HISTORY_MAX_AGE, gt=0)
     wukongim: WuKongIMSettings | None = None
 
     @field_validator("deadlines")
@@ -93,6 +98,11 @@ class Settings(BaseModel):
             where = f"as uid {self.wukongim.uid!r} on {self.wukongim.api_url} for App user {self.wukongim.app_uid!r}"
             return f"lineup: relay mode ({why}): WuKongIM {where}"
         return f"lineup: direct mode ({why}): App server on {self.host}:{self.port}"
+
+    @property
+    def retention(self) -> Retention:
+        """How much history is kept (``history_limit``, ``history_max_age``)."""
+        return Retention(self.history_limit, self.history_max_age)
 
     @property
     def database(self) -> Path:

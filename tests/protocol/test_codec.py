@@ -16,6 +16,7 @@ from lineup_plugin.protocol.messages import (
     DeviceHello,
     DeviceWelcome,
     Error,
+    History,
     Text,
     ToolAck,
     ToolCall,
@@ -39,6 +40,18 @@ SAMPLES = [
     AgentStop(reason="user"),
     Text(text="你好"),
     Error(code="bad", message="no"),
+    History.model_validate(
+        {
+            "history_id": "h1",
+            "head": 2,
+            "entries": [
+                {"seq": 1, "at": "2026-11-30T09:00:00+00:00", "conversation_id": "c", "event": "text.in", "text": "hi"},
+                {"seq": 2, "at": "2026-11-30T09:00:01+00:00", "conversation_id": "c", "event": "call.end",
+                 "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}}, "device_id": "phone"},
+            ],
+            "conversations": [{"conversation_id": "c", "title": "Deploy", "last_seq": 2}],
+        }
+    ),
 ]
 
 
