@@ -151,6 +151,8 @@ class Hub:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
+        self.text_conversation = conversation_id
         #: runs of high-risk in-process tools an App called, waiting for the user's approval
         self.app_runs: set[asyncio.Task[None]] = set()
         #: the calls a previous process left pending, closed when this hub was made
@@ -273,6 +275,7 @@ class Hub:
         """Flush, then run the events that need the runtime (each may produce more to flush)."""
         for event in self._flush():
             if isinstance(event, TextReceived):
+                self.text_conversation = event.conversation_id
                 await _maybe_await(self.on_text(event.device_id, event.text) if self.on_text else None)
             elif isinstance(event, StopRequested):
                 await _maybe_await(self.on_stop(event.device_id) if self.on_stop else None)
@@ -394,14 +397,19 @@ class Hub:
         self._flush()
         return sent
 
-    async def send_text(self, text: str) -> None:
-        """Send an agent reply to every device."""
-        self.session.send_text(text)
+    async def send_text(self, text: str, *, conversation_id: str | None = None) -> None:
+        """Send an agent reply (in ``conversation_id``, default the hub's) to every device; kept in the history."""
+        self.session.send_text(text, conversation_id=conversation_id)
         self._flush()
 
-    async def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record and push the agent's status to every device."""
-        self.session.set_status(state, detail)
+    async def set_status(self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None) -> None:
+        """Record and push the agent's status (in ``conversation_id``) to every device."""
+        self.session.set_status(state, detail, conversation_id=conversation_id)
+        self._flush()
+
+    async def name_conversation(self, conversation_id: str, title: str) -> None:
+        """Title a conversation (e.g. an agent session's title); every device is told, the history keeps it."""
+        self.session.name_conversation(conversation_id, title)
         self._flush()
 
     @property
@@ -423,8 +431,11 @@ class Hub:
         action: str | None = None,
         deadline: float | None = None,
         call_id: str | None = None,
+        conversation_id: str | None = None,
     ) -> ToolResult:
         """Call a tool and wait for its terminal result; never raises for a bad call.
+
+        The call belongs to ``conversation_id`` (default: the hub's); its card says so.
 
         Bad arguments give a ``failed`` result naming the field and what was expected; no App
         connected gives ``failed`` saying so. A call id that was already made is never run
@@ -453,7 +464,7 @@ class Hub:
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id)
+        call = self.session.start_call(request, wait=wait, new_id=new_id, conversation_id=conversation_id)
         self._flush()
         return await self._wait(call, owner=True)
 

@@ -29,13 +29,16 @@ export class Feed {
   add(node) {
     const { scrollHeight, scrollTop, clientHeight } = this.scroller;
     const atBottom = scrollHeight - scrollTop - clientHeight < 80;
+    this.onAdd?.(node); // e.g. tag it with its conversation
     this.list.append(node);
     if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
   /** A chat message from "user" or "agent", or a "system" notice. */
   message(from, text) {
-    this.add(h("div", { class: `msg msg-${from}` }, h("p", {}, text)));
+    const node = h("div", { class: `msg msg-${from}` }, h("p", {}, text));
+    this.add(node);
+    return node;
   }
 }
 

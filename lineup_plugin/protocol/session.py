@@ -528,15 +528,15 @@ class Session(Generic[L]):
         self._audit("device.attach", device_id=device_id)
         live = list(self._live.values())
         self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
+        for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
+            if call_id not in self._live:
+                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(self.records.get_call(call_id))))
         if hello is not None and hello.last_seq is not None:
             self._catch_up(link, hello.last_seq, hello.history_id)
         self.reply(link, ToolList(tools=self.catalog.agent_tools()))
         self.reply(link, self.status)
         for item in live:
             self._deliver(item, link, device_id)
-        for call_id in hello.open_calls if hello else ():
-            if call_id not in self._live:
-                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(self.records.get_call(call_id))))
         self._out.events.append(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App
