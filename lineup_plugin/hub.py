@@ -402,7 +402,9 @@ class Hub:
         self.session.send_text(text, conversation_id=conversation_id)
         self._flush()
 
-    async def set_status(self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None) -> None:
+    async def set_status(
+        self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None
+    ) -> None:
         """Record and push the agent's status (in ``conversation_id``) to every device."""
         self.session.set_status(state, detail, conversation_id=conversation_id)
         self._flush()

@@ -13,7 +13,6 @@ from playwright.async_api import Page, expect
 
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
-from lineup_plugin.protocol.history import Retention
 from lineup_plugin.store import SQLiteStore
 from lineup_plugin.transports.direct.server import DirectServer
 
