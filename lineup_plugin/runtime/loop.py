@@ -210,6 +210,7 @@ class Runner:
         heartbeat: Callable[[], None] | None = None,
         deadline: float | None = None,
         poll: float = 0.25,
+        conversation_id: str | None = None,
     ) -> ToolResult:
         """Call tool ``name`` with the model's flat arguments and block until its terminal result.
 
@@ -218,14 +219,14 @@ class Runner:
         interrupted") and a ``cancelled`` result is returned; an answer that won the race is
         returned instead. ``deadline`` is the wait in seconds (default: the hub's per-tool
         deadline); it ends ``expired``. Never raises for a failed call: a stopped runner gives a
-        ``failed`` result.
+        ``failed`` result. The call belongs to ``conversation_id`` (None: the hub's).
         """
         call_id = codec.new_id("call")
         if is_interrupted():
             return failure(call_id, name, "cancelled", INTERRUPTED)
         pending = _Pending()
         try:
-            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, pending)
+            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, pending, conversation_id)
         except TransportError:
             return _not_running(call_id, name)
         interrupted_at: float | None = None
@@ -288,7 +289,13 @@ class Runner:
         return False
 
     async def _interruptible(
-        self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, pending: _Pending
+        self,
+        name: str,
+        flat_args: dict[str, Any],
+        call_id: str,
+        deadline: float | None,
+        pending: _Pending,
+        conversation_id: str | None = None,
     ) -> ToolResult:
         """The call, in the one task that :meth:`call_blocking` started; an interrupt cancels that task."""
         if pending.interrupted:
@@ -299,6 +306,8 @@ class Runner:
         options: dict[str, Any] = {"call_id": call_id}
         if deadline is not None:
             options["deadline"] = deadline
+        if conversation_id is not None:
+            options["conversation_id"] = conversation_id
         try:
             return await hub.agent_call(name, flat_args, **options)
         except asyncio.CancelledError:  # the hub cancelled the call on every device, then re-raised

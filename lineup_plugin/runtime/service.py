@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import TransportError
-from .base import AgentRuntime, ToolBridge
+from .base import AgentRuntime, Conversation, ToolBridge
 from .lock import Owner, ServerLock
 
 if TYPE_CHECKING:
@@ -288,13 +288,25 @@ class LineUpService:
         except TransportError:  # stopping
             return None
 
-    def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Push ``agent.status`` to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.set_status(state, detail))
+    def report_status(
+        self, state: AgentState, detail: str | None = None, *, conversation: Conversation | None = None
+    ) -> None:
+        """Push ``agent.status`` (of ``conversation``) to the App (when this process serves it)."""
+        conversation_id = self.conversation_id(conversation)
+        self.on_hub(lambda hub: hub.set_status(state, detail, conversation_id=conversation_id))
 
-    def send_text(self, text: str) -> None:
-        """Send an agent message to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.send_text(text))
+    def send_text(self, text: str, *, conversation: Conversation | None = None) -> None:
+        """Send an agent message (in ``conversation``) to the App (when this process serves it)."""
+        conversation_id = self.conversation_id(conversation)
+        self.on_hub(lambda hub: hub.send_text(text, conversation_id=conversation_id))
+
+    def conversation_id(self, conversation: Conversation | None) -> str | None:
+        """The id of ``conversation`` for the hub, once its title is told to the App (None: the default)."""
+        if conversation is None:
+            return None
+        if conversation.title:
+            self.on_hub(lambda hub: hub.name_conversation(conversation.id, conversation.title or ""))
+        return conversation.id
 
     def not_serving_result(self, name: str) -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server."""
@@ -325,8 +337,11 @@ class LineUpService:
         is_interrupted: Callable[[], bool],
         heartbeat: Callable[[], None],
         deadline: float,
+        conversation: Conversation | None = None,
     ) -> ToolResult:
         """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
+
+        The call belongs to ``conversation`` (the card says which; None: the default one).
 
         Starts the server if no process serves yet (a server that cannot start, e.g. on a port in
         use, ends the call ``failed`` with the reason, error ``start_failed``). While the user
@@ -340,13 +355,18 @@ class LineUpService:
         if runner is None:
             return self.not_serving_result(name)
         self._await_app(runner, name, is_interrupted, heartbeat)
-        self.report_status("waiting_input", name)
+        self.report_status("waiting_input", name, conversation=conversation)
         try:
             return runner.call_blocking(
-                name, flat_args, is_interrupted=is_interrupted, heartbeat=heartbeat, deadline=deadline
+                name,
+                flat_args,
+                is_interrupted=is_interrupted,
+                heartbeat=heartbeat,
+                deadline=deadline,
+                conversation_id=self.conversation_id(conversation),
             )
         finally:
-            self.report_status("running")
+            self.report_status("running", conversation=conversation)
 
     def _await_app(
         self, runner: Runner, name: str, is_interrupted: Callable[[], bool], heartbeat: Callable[[], None]
@@ -363,10 +383,11 @@ class LineUpService:
     # hub callbacks (run on the server's event loop) -------------------------------------
 
     async def _on_text(self, device_id: str, text: str) -> None:
-        if not self.runtime.deliver_message(text, sender=device_id):
-            runner = self.runner
-            if runner is not None:
-                await runner.hub.send_text(NOT_TAKING_MESSAGES)
+        runner = self.runner
+        conversation_id = runner.hub.text_conversation if runner is not None else None
+        delivered = self.runtime.deliver_message(text, sender=device_id, conversation_id=conversation_id)
+        if not delivered and runner is not None:
+            await runner.hub.send_text(NOT_TAKING_MESSAGES, conversation_id=conversation_id)
 
     async def _on_stop(self, device_id: str) -> None:
         """The App's stop button: stop the run first, then close whatever card is still open.

@@ -33,6 +33,8 @@ from .common import (
     APP_USER,
     PLATFORM,
     Answer,
+    app_chat,
+    app_conversation,
     approval_timeout,
     ask,
     clarify_answer,
@@ -105,8 +107,9 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
-        """An agent reply: a ``text`` message to every device of the App user."""
-        sent = self.svc.on_hub(lambda hub: hub.send_text(content))
+        """An agent reply: a ``text`` message to every device of the App user, in the chat's conversation."""
+        conversation_id = app_conversation(chat_id)
+        sent = self.svc.on_hub(lambda hub: hub.send_text(content, conversation_id=conversation_id))
         if sent is None:
             return _api.SendResult(success=False, error="the LineUp server is not running")
         try:
@@ -133,7 +136,7 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
     ) -> Any:
         """Hermes' clarify as a ``choice`` card (``input`` without choices); the answer resolves it."""
         name, arguments = clarify_card(question, choices)
-        return self._card(name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
+        return self._card(chat_id, name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
 
     async def send_exec_approval(
         self,
@@ -151,23 +154,30 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
             "details": command,
             "risk": "system_permission",
         }
-        return self._card("confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
+        return self._card(chat_id, "confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
 
-    def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
+    def _card(self, chat_id: str, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
         if not self.svc.app_connected:
             return _api.SendResult(success=False, error="no LineUp App is connected")
         call_id = codec.new_id("call")
-        if self.svc.on_hub(lambda hub: ask(hub, name, arguments, deadline, call_id, answer)) is None:
+        where = app_conversation(chat_id)
+        if self.svc.on_hub(lambda hub: ask(hub, name, arguments, deadline, call_id, answer, where)) is None:
             return _api.SendResult(success=False, error="the LineUp server is not running")
         return _api.SendResult(success=True, message_id=call_id)
 
     # App → gateway -----------------------------------------------------------------------
 
-    def deliver_text(self, text: str, sender: str) -> bool:
-        """Thread-safe: hand App text to the gateway as a message of the App user's session."""
-        return self.submit_text(text, sender) is not None
+    def deliver_text(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
+        """Thread-safe: hand App text to the gateway as a message of the App user's session.
 
-    def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None] | None:
+        Each App conversation is a chat of its own (the default one is :data:`APP_CHAT`), so a
+        conversation started in the App is a new Hermes session.
+        """
+        return self.submit_text(text, sender, conversation_id) is not None
+
+    def submit_text(
+        self, text: str, sender: str, conversation_id: str | None = None
+    ) -> concurrent.futures.Future[None] | None:
         """Like :meth:`deliver_text`; the future is done once the gateway has taken the message in.
 
         For a command such as ``/stop`` that is when the command has run. None when the gateway
@@ -176,9 +186,10 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         loop = self._loop
         if loop is None or loop.is_closed() or not compat.takes_messages(self):
             return None
+        chat_id = app_chat(conversation_id)
         source = self.build_source(
-            chat_id=APP_CHAT,
-            chat_name="LineUp App",
+            chat_id=chat_id,
+            chat_name="LineUp App" if chat_id == APP_CHAT else f"LineUp App ({chat_id})",
             chat_type="dm",
             user_id=APP_USER,
             user_name=sender,
