@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
 from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
 from tests.wsapp import WsApp
@@ -367,6 +367,30 @@ class TestGateway:
         finally:
             await app.close()
         assert last_user_text(hermes.llm.requests[0]).startswith("hi")
+
+    @bounded
+    async def test_a_conversation_started_in_the_app_is_a_hermes_chat_of_its_own(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        hermes.llm.reset(call("choice", **DEPLOY), say("Staging it is."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="deploy from the second chat"), conversation_id="app-second")
+            asked = await app.next("tool.call")
+            assert asked.conversation_id == "app-second"  # the card says which conversation asks
+            assert isinstance(asked.payload, ToolCall)
+            await app.answer(asked.payload, selected="staging", index=1)
+            while True:
+                reply = await app.next("text")
+                if isinstance(reply.payload, Text) and reply.payload.text == "Staging it is.":
+                    break
+            assert reply.conversation_id == "app-second"
+        finally:
+            await app.close()
+        first = hermes.llm.requests[0]
+        users = [m for m in first["messages"] if m.get("role") == "user"]
+        assert len(users) == 1  # a new Hermes session: nothing of the App's main chat is in it
+        assert last_user_text(first).startswith("deploy from the second chat")
 
     @bounded
     async def test_text_while_a_choice_is_pending_interrupts_the_run_and_cancels_the_card(
