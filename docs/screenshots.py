@@ -1,8 +1,10 @@
 """Take the App screenshots in docs/ with the real direct server, a hub call and headless Chromium.
 
 Run from the repository root: ``.venv/bin/python docs/screenshots.py``. It writes
-``docs/choice-card.png`` (a choice card in the chat) and ``docs/canvas.png`` (a canvas the agent
-drew on), both phone-sized.
+``docs/choice-card.png`` (a choice card in the chat), ``docs/canvas.png`` (a canvas the agent
+drew on), ``docs/history.png`` (a second phone that caught up: the answered card says where it was
+answered, the board is rebuilt) and ``docs/conversations.png`` (a card of another agent session),
+all phone-sized. ``--only history`` writes the last two only.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,7 +63,8 @@ async def main() -> None:
             }
             choice = asyncio.create_task(hub.call("choice", question))
             await expect(page.get_by_role("button", name="production")).to_be_visible()
-            await page.screenshot(path=DOCS / "choice-card.png")
+            if "history" not in sys.argv:
+                await page.screenshot(path=DOCS / "choice-card.png")
             await page.get_by_role("button", name="staging").click()
             await choice
 
@@ -75,8 +78,35 @@ async def main() -> None:
             await hub.send_text("Here it is: mountains, a tree, the sun and a bird.")
             await hub.set_status("idle")
             await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
-            await page.screenshot(path=DOCS / "canvas.png")
+            if "history" not in sys.argv:
+                await page.screenshot(path=DOCS / "canvas.png")
+            await history_shots(browser, hub, server)
             await browser.close()
+
+
+async def history_shots(browser: Browser, hub: Hub, server: DirectServer) -> None:
+    """A second phone opens the link: the conversation so far comes from the history; then another session asks."""
+    context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
+    page = await context.new_page()
+    await page.goto(server.connect_link)
+    await expect(page.locator("#link")).to_have_text("Connected")
+    answered = page.locator('article.card[data-tool="choice"]')
+    await expect(answered.locator(".card-where")).to_contain_text("Answered on another device")
+    await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
+    await answered.scroll_into_view_if_needed()
+    await page.screenshot(path=DOCS / "history.png")
+
+    await hub.name_conversation("hermes-cli-7f3a", "CLI: release notes")
+    await hub.send_text("Drafting the release notes for 1.4.2.", conversation_id="hermes-cli-7f3a")
+    question = {"message": "Publish the release notes to the changelog?", "risk": "user_confirmation"}
+    confirm = asyncio.create_task(hub.call("confirm", question, conversation_id="hermes-cli-7f3a"))
+    await page.get_by_role("group", name="Conversations").get_by_role("button", name="CLI: release notes").click()
+    await expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    await page.get_by_role("button", name="Approve").blur()
+    await page.screenshot(path=DOCS / "conversations.png")
+    await page.get_by_role("button", name="Approve").click()
+    await confirm
+    await context.close()
 
 
 if __name__ == "__main__":

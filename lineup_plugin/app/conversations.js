@@ -48,10 +48,10 @@ export class Conversations {
     return id.startsWith(NEW_PREFIX) ? "New conversation" : `Conversation ${id.slice(-6)}`;
   }
 
-  /** The user's first message names an untitled conversation. */
+  /** The user's first message names an untitled conversation the App started. */
   guess(id, text) {
     const known = this.known.get(id);
-    if (known && !known.title && !known.guess) {
+    if (known && id.startsWith(NEW_PREFIX) && !known.title && !known.guess) {
       known.guess = text.length > 40 ? `${text.slice(0, 39)}…` : text;
       this.paint(known);
     }

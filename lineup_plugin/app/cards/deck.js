@@ -89,7 +89,7 @@ export class Deck {
         }
       }
     }
-    if (where && !card.el.querySelector(".card-where")) card.el.append(Object.assign(document.createElement("p"), { className: "card-where", textContent: where }));
+    if (where && card.interactive && !card.el.querySelector(".card-where")) card.el.append(Object.assign(document.createElement("p"), { className: "card-where", textContent: where }));
   }
 
   /** Forget every card (the agent's history starts over). */
