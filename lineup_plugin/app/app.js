@@ -42,6 +42,7 @@ const deck = new Deck({
     if (kind === "tool.result") {
       const shown = deck.cards.get(payload.call_id)?.el.dataset.conversation;
       cursor.remember({ k: "answer", p: payload, c: shown }); // a reload shows our answer
+      cursor.save();
     }
     return connection.send(kind, payload);
   },
@@ -159,7 +160,9 @@ const connection = new Connection({
     if (kind === "history") return showHistory(payload);
     if (!cursor.fresh(envelope.seq)) return; // shown already (from the history, or before a reconnect)
     inConversation(envelope.conversation_id, () => HANDLERS[kind]?.(payload)); // other kinds: nothing to show
-    if (typeof envelope.seq === "number") cursor.remember({ k: kind, p: payload, c: envelope.conversation_id });
+    if (typeof envelope.seq === "number" && kind !== "agent.status") {
+      cursor.remember({ k: kind, p: payload, c: envelope.conversation_id }); // drawn again on the next load
+    }
     cursor.advance(envelope.seq);
   },
   onState: (state) => showLink(ui.link, state),

@@ -3,6 +3,8 @@
 // conversation at once and asks only for what it missed; which live messages are duplicates;
 // and how an answered card reads.
 
+import { STATUS_TEXT } from "./cards/card.js";
+
 const AGENT_KEY = "lineup.agent";
 const keyOf = (agentId) => `lineup.history.${agentId}`;
 /** how many shown items a page keeps for the next load (the agent keeps more: a new device gets it all) */
@@ -84,15 +86,6 @@ export class HistoryCursor {
     }
   }
 }
-
-const STATUS_TEXT = {
-  completed: "Done",
-  rejected: "Rejected",
-  cancelled: "Cancelled",
-  expired: "Expired",
-  unsupported: "Not supported by this App",
-  failed: "Failed",
-};
 
 /** How an ended call reads on its card when it comes back from the history. */
 export function describeEnd(result, answeredHere) {

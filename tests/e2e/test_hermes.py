@@ -23,6 +23,7 @@ import pytest
 
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
+from lineup_plugin.runtime.base import Conversation
 from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
 from tests.wsapp import WsApp
 
@@ -168,16 +169,19 @@ class AppFeed:
     def __init__(self, hermes: Hermes, monkeypatch: pytest.MonkeyPatch) -> None:
         self.texts: list[str] = []
         self.statuses: list[str] = []
+        self.conversations: set[Conversation | None] = set()
         service = hermes.service
         send_text, report_status = service.send_text, service.report_status
 
-        def record_text(text: str) -> None:
+        def record_text(text: str, *, conversation: Conversation | None = None) -> None:
             self.texts.append(text)
-            send_text(text)
+            self.conversations.add(conversation)
+            send_text(text, conversation=conversation)
 
-        def record_status(state: str, detail: str | None = None) -> None:
+        def record_status(state: str, detail: str | None = None, *, conversation: Conversation | None = None) -> None:
             self.statuses.append(state)
-            report_status(state, detail)
+            self.conversations.add(conversation)
+            report_status(state, detail, conversation=conversation)
 
         monkeypatch.setattr(service, "send_text", record_text)
         monkeypatch.setattr(service, "report_status", record_status)
@@ -216,6 +220,10 @@ async def test_an_agent_of_another_platform_that_asked_the_app_has_its_reply_mir
         await app.close()
     assert feed.texts == ["Deploying to test."]
     assert feed.statuses[-1] == "idle"
+    # the telegram session is a conversation of its own on the App, named after it
+    [where] = feed.conversations
+    assert where is not None and where.id.startswith("hermes-") and where.title
+    assert where.title.startswith("Hermes telegram · ")
 
 
 @bounded

@@ -2,7 +2,7 @@
 
 import { h, uid } from "../dom.js";
 
-const STATUS_TEXT = {
+export const STATUS_TEXT = {
   completed: "Done",
   rejected: "Rejected",
   cancelled: "Cancelled",

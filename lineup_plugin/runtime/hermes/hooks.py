@@ -45,6 +45,7 @@ class HermesHooks:
     def pre_llm_call(self, session_id: str = "", platform: str = "", **_: Any) -> None:
         """A turn starts: remember the session runs; the App shows ``thinking``."""
         self.runtime.attached.turn(str(session_id), running=True)
+        self.runtime.note_platform(str(session_id), platform)
         if self._relevant(session_id, platform):
             self.service.report_status("thinking", conversation=self.runtime.conversation_of(session_id, platform))
 

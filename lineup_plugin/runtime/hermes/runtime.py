@@ -317,8 +317,11 @@ class HermesRuntime(AgentRuntime):
         self.attached = AttachedAgents()
         self.app_sessions = AppSessions()
         self._touch = threading.local()
+        self._platforms_lock = threading.Lock()
         #: the conversation of the tool call running on each thread
         self._calling = threading.local()
+        #: the platform of each session the hooks saw (a tool handler is not told it), newest last
+        self._platforms: OrderedDict[str, str] = OrderedDict()
         self.service = LineUpService(self, settings, registry, tools=tools, role=role or process_role)
 
     # tools -----------------------------------------------------------------------------
@@ -415,7 +418,20 @@ class HermesRuntime(AgentRuntime):
             return None
         if self.cli.active and sid == self.cli.session_id():
             return Conversation(APP_CONVERSATION, f"Hermes CLI · {sid}")
-        return Conversation(f"hermes-{sid}", f"Hermes {platform or chat_platform or self.service.role} · {sid}")
+        self.note_platform(sid, platform)
+        with self._platforms_lock:  # the same title whoever asks (a tool handler is not told the platform)
+            where = self._platforms.get(sid) or chat_platform or self.service.role
+        return Conversation(f"hermes-{sid}", f"Hermes {where} · {sid}")
+
+    def note_platform(self, session_id: str | None, platform: str | None) -> None:
+        """Remember the platform of a session (the hooks are told it; the tool handlers are not)."""
+        if not session_id or not platform:
+            return
+        with self._platforms_lock:
+            self._platforms[session_id] = platform
+            self._platforms.move_to_end(session_id)
+            while len(self._platforms) > APP_SESSIONS_KEPT:
+                self._platforms.popitem(last=False)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
