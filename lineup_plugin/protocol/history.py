@@ -6,7 +6,8 @@ conversation's title — becomes a :class:`~lineup_plugin.protocol.messages.Hist
 next sequence number. The session core (:mod:`.session`) makes the entries and puts them in the
 same :class:`~.session.Batch` of store changes as the call rows they belong to (a :class:`Record`
 each), so they are committed before anything about them is sent. A device that names the last
-``seq`` it has seen gets the entries after it (:func:`catch_up`), then the live messages, which
+``seq`` it has seen gets the entries after it (``history`` messages, cut by :func:`chunks` to fit
+its link), then the live messages, which
 carry their entry's ``seq`` in the envelope.
 
 :class:`Retention` bounds what is kept, by count and by age; the store prunes by it and the
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from .messages import MAX_SEQ, ConversationInfo, HistoryEntry
+from .messages import ConversationInfo, HistoryEntry
 
 #: how many entries are kept by default
 HISTORY_LIMIT = 10_000
@@ -61,11 +62,6 @@ class SaveConversation(NamedTuple):
     """Store change: insert or update this conversation (its title and its latest seq)."""
 
     conversation: ConversationInfo
-
-
-def valid_last_seq(last_seq: int) -> bool:
-    """Whether ``last_seq`` is a seq a device may name (a hello checks this already)."""
-    return 0 <= last_seq <= MAX_SEQ
 
 
 def chunks(entries: Iterable[HistoryEntry], max_chars: int) -> Iterator[list[HistoryEntry]]:
