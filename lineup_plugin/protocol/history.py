@@ -7,8 +7,7 @@ next sequence number. The session core (:mod:`.session`) makes the entries and p
 same :class:`~.session.Batch` of store changes as the call rows they belong to (a :class:`Record`
 each), so they are committed before anything about them is sent. A device that names the last
 ``seq`` it has seen gets the entries after it (``history`` messages, cut by :func:`chunks` to fit
-its link), then the live messages, which
-carry their entry's ``seq`` in the envelope.
+its link), then the live messages, which carry their entry's ``seq`` in the envelope.
 
 :class:`Retention` bounds what is kept, by count and by age; the store prunes by it and the
 session never hands out an entry beyond it, whatever the store has not pruned yet.
