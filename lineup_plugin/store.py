@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
-from .protocol.history import DEFAULT_RETENTION, Record, Retention
+from .protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
 from .protocol.messages import ConversationInfo, HistoryEntry, ToolCall, ToolResult
 from .protocol.session import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
 
@@ -141,8 +141,8 @@ class MemoryStore(_OneChange):
         self._audit: list[tuple[str, str | None, str | None, str]] = []
         self._secrets: list[str] = []
         self.retention = retention
-        self._history: OrderedDict[int, tuple[float, HistoryEntry]] = OrderedDict()
-        self._conversations: dict[str, ConversationInfo] = {}
+        self._history: OrderedDict[int, Record] = OrderedDict()
+        self._conversations: dict[str, SaveConversation] = {}
         self._history_id = os.urandom(16).hex()
 
     def apply(self, changes: Iterable[Change]) -> None:
@@ -156,10 +156,9 @@ class MemoryStore(_OneChange):
                     self._seen.popitem(last=False)
             elif isinstance(change, Record):
                 self._keep_entry(change)
-            elif not isinstance(change, Audit):
-                info = change.conversation
-                self._conversations.pop(info.conversation_id, None)
-                self._conversations[info.conversation_id] = info
+            elif isinstance(change, SaveConversation):
+                self._conversations.pop(change.conversation_id, None)
+                self._conversations[change.conversation_id] = change
             elif change.detail and self._secrets:
                 self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
@@ -179,16 +178,17 @@ class MemoryStore(_OneChange):
             self._calls[call.call_id] = call
 
     def _keep_entry(self, record: Record) -> None:
-        self._history[record.entry.seq] = (record.at, record.entry)
-        oldest_seq = self.retention.oldest_seq(record.entry.seq)
+        history = self._history
+        history[record.seq] = record
+        oldest_seq = self.retention.oldest_seq(record.seq)
         oldest_at = self.retention.oldest_at(record.at)
-        while self._history:
-            seq, (at, _) = next(iter(self._history.items()))
-            if seq >= oldest_seq and at >= oldest_at:
-                break
-            del self._history[seq]
-        first = next(iter(self._history), record.entry.seq)
-        for conversation_id in [c for c, info in self._conversations.items() if info.last_seq < first]:
+        first = next(iter(history.values()))
+        if first.seq >= oldest_seq and first.at >= oldest_at:
+            return
+        while first.seq < oldest_seq or first.at < oldest_at:
+            del history[first.seq]
+            first = next(iter(history.values()))  # the record just kept is always kept
+        for conversation_id in [c for c, info in self._conversations.items() if info.last_seq < first.seq]:
             del self._conversations[conversation_id]
 
     def history_id(self) -> str:
@@ -201,12 +201,12 @@ class MemoryStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
-        found = [entry for seq, (at, entry) in self._history.items() if seq > after and at >= oldest_at]
-        return found[:limit]
+        found = [record for seq, record in self._history.items() if seq > after and record.at >= oldest_at]
+        return [record.entry() for record in found[:limit]]
 
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
-        return list(reversed(self._conversations.values()))
+        return [c.info() for c in reversed(self._conversations.values())]
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id`` if known (the object the session saved: a memory store keeps no copies)."""
@@ -278,7 +278,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             conversation_id TEXT PRIMARY KEY,
             title TEXT,
             last_seq INTEGER NOT NULL,
-            updated_at TEXT
+            updated_at REAL
         )""",
         "CREATE INDEX conversations_last ON conversations (last_seq)",
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -503,15 +503,15 @@ class SQLiteStore(_OneChange):
 
     # ------------------------------------------------------------------------------ history
 
-    def _insert_history(self, records: list[Record], conversations: Iterable[ConversationInfo]) -> None:
+    def _insert_history(self, records: list[Record], conversations: Iterable[SaveConversation]) -> None:
         execute = self._db.execute
-        for entry, at, _ in records:
-            execute(_INSERT_ENTRY, (entry.seq, at, entry.conversation_id, entry.model_dump_json(exclude_none=True)))
+        for record in records:
+            execute(_INSERT_ENTRY, (record.seq, record.at, record.conversation_id, record.json()))
         for info in conversations:
-            execute(_SAVE_CONVERSATION, (info.conversation_id, info.title, info.last_seq, info.updated_at))
+            execute(_SAVE_CONVERSATION, info)
         if records:  # keep what the retention allows, counted from the newest entry
-            newest, at, _ = records[-1]
-            execute(_PRUNE_HISTORY, (self.retention.oldest_seq(newest.seq), self.retention.oldest_at(at)))
+            newest = records[-1]
+            execute(_PRUNE_HISTORY, (self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)))
             execute(_PRUNE_CONVERSATIONS)
 
     def history_id(self) -> str:
@@ -534,10 +534,7 @@ class SQLiteStore(_OneChange):
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
         rows = self._read("reading the conversations", _READ_CONVERSATIONS)
-        return [
-            ConversationInfo.model_construct(conversation_id=cid, title=title, last_seq=last, updated_at=updated)
-            for cid, title, last, updated in rows
-        ]
+        return [SaveConversation(*row).info() for row in rows]
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:

@@ -11,7 +11,7 @@ import pytest
 from lineup_plugin.errors import StoreError
 from lineup_plugin.protocol.calls import format_timestamp
 from lineup_plugin.protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
-from lineup_plugin.protocol.messages import ConversationInfo, HistoryEntry
+from lineup_plugin.protocol.messages import HistoryEntry, ToolCall
 from lineup_plugin.protocol.session import Change
 from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID, MemoryStore, SQLiteStore, Store
 
@@ -21,11 +21,8 @@ EVERYTHING = float("-inf")
 
 def entry(seq: int, at: float, conversation_id: str = "default", text: str | None = None) -> list[Change]:
     """The changes a session makes for one text entry: the entry and its conversation's new state."""
-    stamp = format_timestamp(at)
-    item = HistoryEntry(seq=seq, at=stamp, conversation_id=conversation_id, event="text.out", text=text or f"m{seq}")
-    title = conversation_id.upper()
-    info = ConversationInfo(conversation_id=conversation_id, title=title, last_seq=seq, updated_at=stamp)
-    return [Record(item, at), SaveConversation(info)]
+    record = Record(seq, at, conversation_id, "text.out", {"text": text or f"m{seq}"})
+    return [record, SaveConversation(conversation_id, conversation_id.upper(), seq, at)]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -89,6 +86,14 @@ def test_conversations_are_listed_most_recent_first_with_titles(make) -> None:  
     assert [(c.conversation_id, c.title, c.last_seq) for c in store.conversations()] == [("a", "A", 3), ("b", "B", 2)]
 
 
+def test_a_record_is_written_as_its_wire_entry() -> None:
+    call = ToolCall(call_id="c1", name="choice", arguments={"options": ["a"]})
+    record = Record(4, START, "cli-1", "call", {"call": call, "text": None}, "c1")
+
+    assert HistoryEntry.model_validate_json(record.json()) == record.entry()
+    assert record.entry().at == format_timestamp(START)
+
+
 def test_history_id_is_one_per_store(make) -> None:  # type: ignore[no-untyped-def]
     first, second = make(), make()
 
@@ -110,10 +115,9 @@ def test_sqlite_history_survives_reopening_and_keeps_its_id(tmp_path: Path) -> N
 def test_a_batch_that_fails_keeps_none_of_its_entries(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "h.sqlite3") as store:
         store.apply(entry(1, START))
-        bad = HistoryEntry.model_construct(seq=2, at=format_timestamp(START), conversation_id="default",
-                                           event="text.out", text="\ud800")  # a lone surrogate cannot be written
+        bad = Record(2, START, "default", "text.out", {"text": "\ud800"})  # a lone surrogate cannot be written
         with pytest.raises(StoreError):
-            store.apply([*entry(3, START), Record(bad, START)])
+            store.apply([*entry(3, START), bad])
         assert texts(store) == ["m1"]
         assert store.conversations()[0].last_seq == 1
 

@@ -16,9 +16,15 @@ session never hands out an entry beyond it, whatever the store has not pruned ye
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from .messages import ConversationInfo, HistoryEntry
+from pydantic_core import to_json
+
+from .calls import format_timestamp
+from .messages import ConversationInfo, HistoryEntry, HistoryEvent
+
+#: the fields of an entry, in the order the model declares them
+_ENTRY_FIELDS = tuple(HistoryEntry.model_fields)
 
 #: how many entries are kept by default
 HISTORY_LIMIT = 10_000
@@ -50,17 +56,55 @@ DEFAULT_RETENTION = Retention()
 
 
 class Record(NamedTuple):
-    """Store change: keep this history entry (``at``: its time in seconds; ``call_id``: the call it is about)."""
+    """Store change: keep this history entry.
 
-    entry: HistoryEntry
+    A plain tuple, made for every event: the wire model (:meth:`entry`) and its JSON text
+    (:meth:`json`) are made only when a store writes it or a device is sent it. ``at`` is the
+    time in seconds since the epoch; ``call_id`` the call it is about; ``fields`` the entry's
+    other fields (``text``, ``call``, ``result``...).
+    """
+
+    seq: int
     at: float
+    conversation_id: str
+    event: HistoryEvent
+    fields: dict[str, Any]
     call_id: str | None = None
+
+    def _values(self) -> dict[str, Any]:
+        values = {"seq": self.seq, "at": format_timestamp(self.at), "conversation_id": self.conversation_id}
+        values["event"] = self.event
+        values.update((key, value) for key, value in self.fields.items() if value is not None)
+        return values
+
+    def entry(self) -> HistoryEntry:
+        """The entry as it goes on the wire."""
+        values: dict[str, Any] = dict.fromkeys(_ENTRY_FIELDS)  # every field given: model_construct looks up no default
+        values.update(self._values())
+        return HistoryEntry.model_construct(**values)
+
+    def json(self) -> str:
+        """The entry's JSON text, as ``entry().model_dump_json(exclude_none=True)`` writes it."""
+        return to_json(self._values(), by_alias=True, exclude_none=True).decode()
 
 
 class SaveConversation(NamedTuple):
-    """Store change: insert or update this conversation (its title and its latest seq)."""
+    """Store change: insert or update this conversation: its title, its latest seq and that entry's time.
 
-    conversation: ConversationInfo
+    A plain tuple (made for every entry); :meth:`info` is its wire form.
+    """
+
+    conversation_id: str
+    title: str | None
+    last_seq: int
+    updated_at: float | None = None
+
+    def info(self) -> ConversationInfo:
+        """The conversation as the App is told it."""
+        updated = format_timestamp(self.updated_at) if self.updated_at is not None else None
+        return ConversationInfo.model_construct(
+            conversation_id=self.conversation_id, title=self.title, last_seq=self.last_seq, updated_at=updated
+        )
 
 
 def chunks(entries: Iterable[HistoryEntry], max_chars: int) -> Iterator[list[HistoryEntry]]:

@@ -331,9 +331,9 @@ class Session(Generic[L]):
         self.retention = retention
         self._head: int | None = None
         self._history_id: str | None = None
-        self._conversations: dict[str, ConversationInfo] | None = None
+        self._conversations: dict[str, SaveConversation] | None = None
         #: history entries made since the last take (not in the records until the driver applies the batch)
-        self._history_in_batch: list[HistoryEntry] = []
+        self._history_in_batch: list[Record] = []
         self._recorded_status: tuple[str, AgentState, str | None] | None = None
 
     # ---------------------------------------------------------------------------- reading
@@ -689,12 +689,15 @@ class Session(Generic[L]):
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first (at most :data:`MAX_LISTED`)."""
         known = sorted(self._known_conversations().values(), key=lambda c: c.last_seq, reverse=True)
-        return known[:MAX_LISTED]
+        return [c.info() for c in known[:MAX_LISTED]]
 
-    def _known_conversations(self) -> dict[str, ConversationInfo]:
+    def _known_conversations(self) -> dict[str, SaveConversation]:
         if self._conversations is None:
             # oldest activity first, as :meth:`_record` keeps it
-            self._conversations = {c.conversation_id: c for c in reversed(self.records.conversations())}
+            known = reversed(self.records.conversations())
+            self._conversations = {
+                c.conversation_id: SaveConversation(c.conversation_id, c.title, c.last_seq) for c in known
+            }
         return self._conversations
 
     def _conversation(self, conversation_id: str | None) -> str:
@@ -703,29 +706,26 @@ class Session(Generic[L]):
 
     def _record(
         self, event: HistoryEvent, conversation_id: str, *, call_id: str | None = None, **fields: Any
-    ) -> HistoryEntry | None:
+    ) -> Record | None:
         """Number and keep one history entry (with this batch); None when history is off."""
         if self.retention.limit <= 0:
             return None
         now = self.clock()
         seq = self.head + 1
         self._head = seq
-        at = format_timestamp(now)
-        entry = HistoryEntry.model_construct(seq=seq, at=at, conversation_id=conversation_id, event=event, **fields)
-        self._history_in_batch.append(entry)
-        self._out.changes.append(Record(entry, now, call_id))
+        record = Record(seq, now, conversation_id, event, fields, call_id)
+        self._history_in_batch.append(record)
+        self._out.changes.append(record)
         conversations = self._known_conversations()
         known = conversations.pop(conversation_id, None)  # re-inserted last: the dict stays in activity order
         title = fields.get("title") or (known.title if known is not None else None)
-        info = ConversationInfo.model_construct(
-            conversation_id=conversation_id, title=title, last_seq=seq, updated_at=at
-        )
+        info = SaveConversation(conversation_id, title, seq, now)
         conversations[conversation_id] = info
-        self._out.changes.append(SaveConversation(info))
+        self._out.changes.append(info)
         oldest = self.retention.oldest_seq(seq)
         while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
             del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
-        return entry
+        return record
 
     def _record_end(self, call: Call, device_id: str | None) -> int | None:
         """Keep how ``call`` ended (and who answered it) in the history; the entry's seq."""
@@ -734,10 +734,10 @@ class Session(Generic[L]):
         )
         return entry.seq if entry is not None else None
 
-    def _broadcast_entry(self, entry: HistoryEntry) -> None:
+    def _broadcast_entry(self, record: Record) -> None:
         """Send one new entry to every device as a ``history`` message (for events with no message of their own)."""
-        live = History.model_construct(history_id=self.history_id, head=entry.seq, entries=[entry])
-        self.broadcast(live, conversation_id=entry.conversation_id, seq=entry.seq)
+        live = History.model_construct(history_id=self.history_id, head=record.seq, entries=[record.entry()])
+        self.broadcast(live, conversation_id=record.conversation_id, seq=record.seq)
 
     def _catch_up(self, link: L, last_seq: int, history_id: str | None) -> None:
         """Send the device on ``link`` the entries after ``last_seq`` (everything kept, with ``reset``,
@@ -750,7 +750,7 @@ class Session(Generic[L]):
             oldest_at = self.retention.oldest_at(self.clock())
             entries = self.records.history_after(after, oldest_at=oldest_at, limit=self.retention.limit)
             newest = entries[-1].seq if entries else after
-            entries += [e for e in self._history_in_batch if e.seq > newest]  # made in this batch: not committed yet
+            entries += [r.entry() for r in self._history_in_batch if r.seq > newest]  # in this batch: not committed
         groups = list(chunks(entries, self._links[link].max_text or CHUNK_CHARS)) or [[]]
         for index, group in enumerate(groups):
             first = index == 0
@@ -948,7 +948,7 @@ class Grouped(NamedTuple):
     seen: list[str]
     audits: list[Audit]
     records: list[Record]
-    conversations: dict[str, ConversationInfo]
+    conversations: dict[str, SaveConversation]
 
     def __bool__(self) -> bool:
         return any((self.calls, self.seen, self.audits, self.records, self.conversations))
@@ -968,5 +968,5 @@ def changes_by_kind(changes: Iterable[Change]) -> Grouped:
         elif isinstance(change, Record):
             grouped.records.append(change)
         else:
-            grouped.conversations[change.conversation.conversation_id] = change.conversation
+            grouped.conversations[change.conversation_id] = change
     return grouped

@@ -79,12 +79,12 @@ def test_entries_are_in_the_same_batch_as_the_call_rows_so_they_commit_before_an
     batch = rig.session.take()
 
     records = [c for c in batch.changes if isinstance(c, Record)]
-    assert [(r.entry.event, r.call_id) for r in records] == [("call", "c1")]
+    assert [(r.event, r.call_id) for r in records] == [("call", "c1")]
     assert any(isinstance(c, SaveCall) and c.call is call for c in batch.changes)
     assert any(isinstance(c, SaveConversation) for c in batch.changes)
     # the live tool.call carries the entry's seq
     [tool_call] = [m for m in sent(batch, "phone") if m.kind == "tool.call"]
-    assert tool_call.seq == records[0].entry.seq
+    assert tool_call.seq == records[0].seq
 
 
 def test_live_messages_carry_their_seq_and_the_answering_device_is_not_told_its_own_answer() -> None:
@@ -243,7 +243,7 @@ def test_seqs_go_on_after_a_restart_on_the_same_records() -> None:
     batch = again.take()
     rig.records.apply(batch.changes)
 
-    assert [c.entry.seq for c in batch.changes if isinstance(c, Record)] == [5]
+    assert [c.seq for c in batch.changes if isinstance(c, Record)] == [5]
 
 
 def test_recover_keeps_how_the_left_calls_ended() -> None:
