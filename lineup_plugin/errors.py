@@ -65,6 +65,10 @@ class ArgumentsError(ToolError):
         self.expected = expected
 
 
+class HandedOverError(LineUpError):
+    """This process stopped serving while a call was live: the call goes on in the process that serves next."""
+
+
 class ConfigError(LineUpError):
     """A configuration setting has a bad value; the message names the setting."""
 
