@@ -203,8 +203,8 @@ class ForwardServer:
         self._writers.add(writer)
         try:
             await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the peer went away, or this server is closing
         except ValueError as exc:  # a bad line: said why, then closed
             with contextlib.suppress(Exception):
                 writer.write(_line({"op": "error", "message": str(exc)}))

@@ -231,10 +231,11 @@ class Runner:
         interrupted, the call is cancelled on every device (they are told "the agent was
         interrupted") and a ``cancelled`` result is returned; an answer that won the race is
         returned instead. ``deadline`` is the wait in seconds (default: the hub's per-tool
-        deadline); it ends ``expired``. Never raises for a failed call: a stopped runner gives a
-        ``failed`` result.
+        deadline); it ends ``expired``. ``call_id`` continues a call known by that id (e.g. one
+        this process forwarded before it took over serving); ``origin`` says who asks. Never
+        raises for a failed call: a stopped runner gives a ``failed`` result.
         """
-        call_id = codec.new_id("call")
+        call_id = call_id or codec.new_id("call")
         if is_interrupted():
             return failure(call_id, name, "cancelled", INTERRUPTED)
         pending = _Pending()
