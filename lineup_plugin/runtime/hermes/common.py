@@ -67,10 +67,10 @@ def hermes_origin(session_id: str, task_id: str) -> Origin | None:
     from ...protocol.messages import Origin  # at run time: off the start path
 
     if task_id.startswith("subagent-"):
-        return Origin(kind="subagent", label=f"subagent {task_id.removeprefix('subagent-')}"[:120])
+        return Origin(kind="subagent", label=task_id.removeprefix("subagent-")[:120] or None)
     if session_id.startswith("cron_"):
         job = session_id.removeprefix("cron_").rsplit("_", 2)[0]
-        return Origin(kind="cron", label=f"cron job {job}"[:120])
+        return Origin(kind="cron", label=job[:120] or None)
     return None
 
 
