@@ -388,7 +388,11 @@ class LineUpService:
                 log.warning("lineup: cannot serve the App for %s: %s", name, exc)
                 return self.start_failed_result(name, exc)
             if runner is not None:
-                return self._call_here(runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends)
+                # a process that took over from one that went away: its App is on its way back
+                took_over = self.settings.handover_grace if unreachable_since is not None else 0.0
+                return self._call_here(
+                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends, took_over
+                )
             if not platform_supported():
                 return self.not_serving_result(name, call_id, "no Unix sockets on this system")
             try:
@@ -432,9 +436,10 @@ class LineUpService:
         is_interrupted: Callable[[], bool],
         heartbeat: Callable[[], None],
         ends: float,
+        took_over: float = 0.0,
     ) -> ToolResult:
-        """The call, in the process that serves the App."""
-        self._await_app(runner, name, is_interrupted, heartbeat)
+        """The call, in the process that serves the App (``took_over``: wait that long for the App to come back)."""
+        self._await_app(runner, name, is_interrupted, heartbeat, at_least=took_over)
         self.report_status("waiting_input", name)
         try:
             return runner.call_blocking(
@@ -454,10 +459,16 @@ class LineUpService:
         threading.Thread(target=self.runtime.interrupt, args=(None,), name="lineup-interrupt", daemon=True).start()
 
     def _await_app(
-        self, runner: Runner, name: str, is_interrupted: Callable[[], bool], heartbeat: Callable[[], None]
+        self,
+        runner: Runner,
+        name: str,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None],
+        *,
+        at_least: float = 0.0,
     ) -> None:
-        """Just after the server started, with no App yet: wait for one until the grace ends."""
-        left = self._started_at + app_grace(self.settings.app_grace) - time.monotonic()
+        """Just after the server started, with no App yet: wait for one until the grace ends (``at_least`` seconds)."""
+        left = max(self._started_at + app_grace(self.settings.app_grace) - time.monotonic(), at_least)
         if left <= 0 or self.app_connected:
             return
         log.info("lineup: %s waits up to %.0f s for the App to connect", name, left)
