@@ -433,9 +433,10 @@ class Hub:
         twice: its result is waited on or returned (a call recovered from the process that
         served before is claimed so). If the waiting task is cancelled (the runtime was
         interrupted) the call is cancelled on every device and the cancellation propagates —
-        unless ``detached``: then the call goes on (a forwarded call is cancelled explicitly,
-        with :meth:`cancel`). ``origin`` says who asks (shown on the card). A call let go with
-        :meth:`release` raises :class:`~lineup_plugin.errors.HandedOverError` in its waiters.
+        unless ``detached`` (a call another process forwarded, cancelled explicitly with
+        :meth:`cancel`, and kept through a hand-over: see :meth:`release`, which raises
+        :class:`~lineup_plugin.errors.HandedOverError` in its waiters). ``origin`` says who asks
+        (shown on the card).
         """
         new_id = call_id is None
         if call_id is None:
@@ -460,7 +461,7 @@ class Hub:
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id)
+        call = self.session.start_call(request, wait=wait, new_id=new_id, forwarded=detached)
         self._flush()
         return await self._wait(call, owner=not detached)
 

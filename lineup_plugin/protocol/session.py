@@ -598,13 +598,14 @@ class Session(Generic[L]):
         self.status = AgentStatus(state=state, detail=detail)
         self.broadcast(self.status)
 
-    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False) -> Call:
+    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False, forwarded: bool = False) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
 
         A call id already known (live or ended) is not started again: its call is returned as it
         stands, and a recovered call waiting for its claim is claimed (``new_id``: the caller
         has just made the id with :func:`codec.new_id`, so no lookup is needed). With no device
         attached the call ends ``failed`` (``no_app``) at once, recorded like any other.
+        ``forwarded``: another process of the agent made the call and waits on it here.
         """
         known = None if new_id else self.lookup(request.call_id)
         if known is not None:
@@ -612,7 +613,7 @@ class Session(Generic[L]):
             return known
         now = self.clock()
         if not self._attached:
-            call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
+            call = Call(request=request, conversation_id=self.conversation_id, created_at=now, forwarded=forwarded)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
@@ -620,7 +621,13 @@ class Session(Generic[L]):
             return call
         expires_at = now + max(0.0, wait)
         request.expires_at = format_timestamp(expires_at)
-        call = Call(request=request, conversation_id=self.conversation_id, created_at=now, expires_at=expires_at)
+        call = Call(
+            request=request,
+            conversation_id=self.conversation_id,
+            created_at=now,
+            expires_at=expires_at,
+            forwarded=forwarded,
+        )
         too_long = self._too_long(call)
         if too_long is not None:
             call.end("failed", too_long, now=now, error="too_large")
@@ -710,13 +717,13 @@ class Session(Generic[L]):
     def recover(self, *, reclaim: float = 0.0) -> list[Call]:
         """Once per session: the calls a previous process left pending; returns those closed now.
 
-        Calls past their deadline end ``expired``. With ``reclaim`` 0 the others end ``cancelled``
-        at once (their waiter is gone); an App that still shows one of them has its card closed
-        with that reason when it reconnects. With ``reclaim`` > 0 — a hand-over: the process that
-        served is gone, but processes that forwarded calls to it may still wait on them — those
-        calls stay live and are delivered to the devices as before; a call started again by its
-        id within ``reclaim`` seconds (:meth:`start_call`) lives on to its own deadline, the
-        others end ``cancelled`` then. A store belongs to one session at a time: a second one on
+        Calls past their deadline end ``expired``, the others ``cancelled`` at once (their waiter
+        is gone); an App that still shows one of them has its card closed with that reason when
+        it reconnects — except, with ``reclaim`` > 0, the calls another process forwarded (a
+        hand-over: the process that served is gone, but the one that asked may still wait): they
+        stay live and are delivered to the devices as before; one started again by its id within
+        ``reclaim`` seconds (:meth:`start_call`) lives on to its own deadline, the others end
+        ``cancelled`` then. A store belongs to one session at a time: a second one on
         the same store would close the first one's calls.
         """
         if self._recovered:
@@ -725,7 +732,7 @@ class Session(Generic[L]):
         now = self.clock()
         closed = []
         for call in self.records.pending_calls():
-            if reclaim > 0 and call.expires_at is not None and call.expires_at > now:
+            if reclaim > 0 and call.forwarded and call.expires_at is not None and call.expires_at > now:
                 self._live[call.call_id] = call
                 heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
                 self._unclaimed[call.call_id] = now + reclaim
