@@ -301,6 +301,7 @@ def test_a_failed_commit_keeps_nothing_of_the_batch_and_raises(db_path: Path, ca
 def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_path: Path) -> None:
     from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID
 
+    db_path.parent.mkdir(mode=0o700)
     with sqlite3.connect(db_path) as db:
         for statement in _MIGRATIONS[1]:
             db.execute(statement)
