@@ -10,11 +10,14 @@ The channel carries JSON lines, one object per line (at most :data:`MAX_LINE` by
     forwarder → server  {"op": "call", "call_id": "…", "name": "choice", "arguments": {…},
                          "deadline": 597.5, "origin": {"kind": "chat", "label": "hermes chat"}}
     forwarder → server  {"op": "cancel", "call_id": "…"}                  (its run was interrupted)
+    forwarder → server  {"op": "status", "state": "thinking", "detail": null}  (its session's status)
+    forwarder → server  {"op": "text", "text": "…"}                       (its session's reply)
     server → forwarder  {"op": "result", "result": {…tool.result payload…}}
     server → forwarder  {"op": "interrupt", "reason": "stopped by the user"}   (the App's stop)
     server → forwarder  {"op": "error", "message": "…"}                   (then it closes)
 
-One connection per call. The token (``<data_dir>/forward.token``, mode 0600, new at each
+One connection per call (or per status or reply, which get no answer: the App shows them as the
+serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
 seconds, sends a wrong token, a line too long or not a JSON object is told why and closed.
 
@@ -43,10 +46,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import HandedOverError, LineUpError
-from ..protocol.messages import Origin, ToolResult
+from ..protocol.messages import AgentState, Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +246,12 @@ class ForwardServer:
         request = await self._read(reader)
         if request is None:
             return
-        if request.get("op") != "call":
-            raise ValueError("expected a call")
+        op = request.get("op")
+        if op in ("status", "text"):
+            await self._notice(request)
+            return
+        if op != "call":
+            raise ValueError("expected a call, a status or a text")
         if len(self.open_calls) >= MAX_FORWARDED:
             raise ValueError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
         call_id, name, arguments, deadline, origin = _call_fields(request)
@@ -262,6 +269,21 @@ class ForwardServer:
         if result is not None:
             writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
             await writer.drain()
+
+    async def _notice(self, request: dict[str, Any]) -> None:
+        """Another process's session status or reply, shown on the App."""
+        if request["op"] == "text":
+            text = request.get("text")
+            if not isinstance(text, str) or not text:
+                raise ValueError("text: expected a non-empty string")
+            await self.hub.send_text(text)
+            return
+        state, detail = request.get("state"), request.get("detail")
+        if state not in get_args(AgentState):
+            raise ValueError(f"state: expected one of {', '.join(get_args(AgentState))}")
+        if detail is not None and not isinstance(detail, str):
+            raise ValueError("detail: expected a string or null")
+        await self.hub.set_status(state, detail)
 
     async def _until_result(
         self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
@@ -331,6 +353,30 @@ class Forwarder:
         self.data_dir = data_dir
         self.path = socket_path(data_dir)
 
+    def _connect(self, timeout: float) -> socket.socket:
+        """A connection to the serving process's socket, hello said; OwnerUnreachable if there is none."""
+        try:
+            token = (self.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise OwnerUnreachable(f"no forwarding token: {exc}") from None
+        try:
+            sock.settimeout(timeout)
+            sock.connect(os.fspath(self.path))
+            sock.sendall(_line({"op": "hello", "token": token, "pid": os.getpid()}))
+        except OSError as exc:
+            sock.close()
+            raise OwnerUnreachable(f"cannot reach the serving process: {exc}") from None
+        return sock
+
+    def notify(self, message: dict[str, Any], timeout: float = 1.0) -> None:
+        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none."""
+        with self._connect(timeout) as sock:
+            try:
+                sock.sendall(_line(message))
+            except OSError as exc:
+                raise OwnerUnreachable(f"the serving process went away: {exc}") from None
+
     def call(
         self,
         name: str,
@@ -350,25 +396,16 @@ class Forwarder:
         there (the result says how it ended). ``on_interrupt`` is told when the serving process
         asks this one to interrupt its run (the App's stop button).
         """
-        try:
-            token = (self.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        except OSError as exc:
-            raise OwnerUnreachable(f"no forwarding token: {exc}") from None
-        try:
-            sock.settimeout(HELLO_TIMEOUT)
+        request: dict[str, Any] = {"op": "call", "call_id": call_id, "name": name, "arguments": arguments}
+        request["deadline"] = max(0.0, deadline)
+        if origin is not None:
+            request["origin"] = origin.model_dump(mode="json", exclude_none=True)
+        with self._connect(HELLO_TIMEOUT) as sock:
             try:
-                sock.connect(os.fspath(self.path))
-                request: dict[str, Any] = {"op": "call", "call_id": call_id, "name": name, "arguments": arguments}
-                request["deadline"] = max(0.0, deadline)
-                if origin is not None:
-                    request["origin"] = origin.model_dump(mode="json", exclude_none=True)
-                sock.sendall(_line({"op": "hello", "token": token, "pid": os.getpid()}) + _line(request))
+                sock.sendall(_line(request))
             except OSError as exc:
-                raise OwnerUnreachable(f"cannot reach the serving process: {exc}") from None
+                raise OwnerUnreachable(f"the serving process went away: {exc}") from None
             return self._wait(sock, call_id, is_interrupted, heartbeat, on_interrupt, poll)
-        finally:
-            sock.close()
 
     def _wait(
         self,

@@ -305,12 +305,25 @@ class LineUpService:
             return None
 
     def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Push ``agent.status`` to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.set_status(state, detail))
+        """Push ``agent.status`` to the App (through the serving process when another one serves it)."""
+        if self.on_hub(lambda hub: hub.set_status(state, detail)) is None:
+            self._tell_server({"op": "status", "state": state, "detail": detail})
 
     def send_text(self, text: str) -> None:
-        """Send an agent message to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.send_text(text))
+        """Send an agent message to the App (through the serving process when another one serves it)."""
+        if self.on_hub(lambda hub: hub.send_text(text)) is None:
+            self._tell_server({"op": "text", "text": text})
+
+    def _tell_server(self, message: dict[str, Any]) -> None:
+        """Pass a status or reply of this process's session on to the serving process, if one serves."""
+        from .forward import platform_supported
+
+        if self.runner is not None or not platform_supported() or self.lock.owner() is None:
+            return
+        try:
+            self.forwarder.notify(message)
+        except Exception as exc:  # the App misses one status line or reply; the calls are unaffected
+            log.debug("lineup: could not pass %s on to the serving process: %s", message.get("op"), exc)
 
     def not_serving_result(self, name: str, call_id: str | None = None, why: str = "") -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server and cannot reach it."""

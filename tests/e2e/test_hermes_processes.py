@@ -141,6 +141,12 @@ async def gone(app: WsApp) -> None:
     await app.closed()
 
 
+async def next_text(app: WsApp, text: str) -> None:
+    """Read ``text`` messages until one says ``text``."""
+    while (await app.next("text")).payload.text != text:  # type: ignore[union-attr]
+        pass
+
+
 async def cards(app: WsApp, count: int) -> list[ToolCall]:
     return [await app.next_call() for _ in range(count)]
 
@@ -159,6 +165,7 @@ async def test_a_one_shot_chat_asks_through_the_gateway_and_gets_the_apps_answer
             assert card.origin is not None and (card.origin.kind, card.origin.label) == ("chat", "hermes chat")
             await app.answer(card, selected="blue", index=1)
             assert "pick a colour: blue" in await output(asking)
+            await next_text(app, "pick a colour: blue")  # the chat's reply is mirrored to the App too
         await app.close()
 
 

@@ -365,3 +365,36 @@ def test_when_the_serving_process_cannot_be_reached_the_call_fails_naming_it(tmp
         lock.release()
     assert (result.status, result.result["error"]) == ("failed", "not_owner")
     assert "cannot reach" in result.result["message"] and "old-lineup" in result.result["message"]
+
+
+async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app = await connect(port)
+    await asyncio.to_thread(chat.report_status, "thinking", "the one-shot chat")
+    while (status := (await app.next("agent.status")).payload).state != "thinking":  # type: ignore[union-attr]
+        pass
+    assert status.detail == "the one-shot chat"  # type: ignore[union-attr]
+    await asyncio.to_thread(chat.send_text, "Deploying to staging.")
+    assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
+    await app.close()
+
+
+@pytest.mark.parametrize(
+    ("notice", "says"),
+    [
+        ({"op": "status", "state": "dancing"}, "state: expected one of"),
+        ({"op": "status", "state": "idle", "detail": 5}, "detail"),
+        ({"op": "text", "text": ""}, "text: expected a non-empty string"),
+        ({"op": "shout"}, "expected a call, a status or a text"),
+    ],
+    ids=["unknown-state", "detail-number", "empty-text", "unknown-op"],
+)
+async def test_a_bad_notice_on_the_forwarding_socket_is_refused_naming_the_field(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, notice: dict[str, Any], says: str
+) -> None:
+    token = (tmp_path / forward.TOKEN_FILE).read_text()
+    data = (json.dumps({"op": "hello", "token": token}) + "\n" + json.dumps(notice) + "\n").encode()
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
+    assert answer["op"] == "error" and says in answer["message"]
