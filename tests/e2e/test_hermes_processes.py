@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +34,7 @@ from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from tests.fakes.llm import ScriptedLLM, Turn, call, last_user_text, say, tool_messages
 from tests.wsapp import WsApp
 
-from .hermes_harness import TOKEN, cli_home
+from .hermes_harness import TOKEN, cli_home, within
 
 pytestmark = [
     pytest.mark.hermes,
@@ -47,15 +47,7 @@ WAIT = 120.0
 COLOURS = ["red", "blue", "green"]
 
 
-def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Fail the test after :data:`WAIT` seconds rather than hang."""
-
-    @functools.wraps(test)
-    async def run(*args: Any, **kwargs: Any) -> None:
-        with anyio.fail_after(WAIT):
-            await test(*args, **kwargs)
-
-    return run
+bounded = within(WAIT)
 
 
 def ask_then_answer(body: dict[str, Any]) -> Turn:

@@ -25,7 +25,7 @@ import pytest
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
-from lineup_plugin.protocol.messages import AgentStop, ToolCancel
+from lineup_plugin.protocol.messages import AgentStop, ToolCall, ToolCancel
 from lineup_plugin.protocol.session import RESTARTED
 from lineup_plugin.runtime import forward
 from lineup_plugin.runtime.service import STOPPED_BY_USER, LineUpService
@@ -109,13 +109,18 @@ async def connect(port: int, **options: Any) -> WsApp:
     raise AssertionError(f"nothing serves on port {port}")
 
 
+async def asked(service: LineUpService, port: int) -> tuple[WsApp, Asking, ToolCall]:
+    """The App connected, and a card ``service`` (a forwarding process) asked, shown on it."""
+    app = await connect(port)
+    asking = Asking(service)
+    return app, asking, await app.next_call()
+
+
 async def test_a_call_in_another_process_reaches_the_app_and_its_answer_comes_back(
     services: tuple[LineUpService, LineUpService], port: int
 ) -> None:
     gateway, chat = services
-    app = await connect(port)
-    asking = Asking(chat)
-    call = await app.next_call()
+    app, asking, call = await asked(chat, port)
     assert call.origin is not None and call.origin.kind == "process"  # (``hermes chat`` would be "chat")
     await app.answer(call, selected="yes", index=0)
     result = await asking.result()
@@ -133,9 +138,7 @@ async def test_the_forwarding_process_gets_the_same_failure_statuses(
     assert (no_app.status, no_app.result.get("error")) == ("failed", "no_app")
     bad = await Asking(chat, args={"question": "?"}).result()
     assert (bad.status, bad.result.get("error")) == ("failed", "invalid_arguments")
-    app = await connect(port)
-    asking = Asking(chat)
-    call = await app.next_call()
+    app, asking, call = await asked(chat, port)
     await app.answer(call, "rejected")
     assert (await asking.result()).status == "rejected"
     await app.close()
@@ -145,9 +148,7 @@ async def test_an_interrupt_in_the_forwarding_process_cancels_the_card_on_the_ap
     services: tuple[LineUpService, LineUpService], port: int
 ) -> None:
     _, chat = services
-    app = await connect(port)
-    asking = Asking(chat)
-    call = await app.next_call()
+    app, asking, call = await asked(chat, port)
     asking.interrupted.set()
     cancel = (await app.next("tool.cancel")).payload
     assert isinstance(cancel, ToolCancel) and cancel.call_id == call.call_id
@@ -160,9 +161,7 @@ async def test_the_apps_stop_button_interrupts_the_forwarding_process_and_closes
     services: tuple[LineUpService, LineUpService], port: int
 ) -> None:
     gateway, chat = services
-    app = await connect(port)
-    asking = Asking(chat)
-    call = await app.next_call()
+    app, asking, call = await asked(chat, port)
     await app.send(AgentStop())
     result = await asking.result()
     assert (result.status, result.call_id) == ("cancelled", call.call_id)
@@ -195,9 +194,7 @@ async def test_when_the_serving_process_stops_a_waiting_process_takes_over_and_t
     services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
 ) -> None:
     gateway, chat = services
-    app = await connect(port)
-    asking = Asking(chat)
-    call = await app.next_call()
+    app, asking, call = await asked(chat, port)
     await asyncio.to_thread(gateway.stop)
     assert "tool.cancel" not in [message.kind for message in (await app.closed())[2]]  # handed over, not ended
     app = await connect(port, open_calls=[call.call_id])  # the App reconnects by itself
@@ -325,10 +322,23 @@ async def test_the_forwarding_socket_refuses_bad_peers_saying_why(
         ({"op": "call", "call_id": "c1", "name": "choice", "arguments": []}, "arguments"),
         ({"op": "call", "call_id": "c1", "name": "choice", "deadline": -1}, "deadline"),
         ({"op": "call", "call_id": "c1", "name": "choice", "origin": {"kind": "martian"}}, "origin"),
+        ({"op": "status", "state": "dancing"}, "state: expected one of"),
+        ({"op": "status", "state": "idle", "detail": 5}, "detail"),
+        ({"op": "text", "text": ""}, "text: expected a non-empty string"),
+        ({"op": "shout"}, "expected a call, a status or a text"),
     ],
-    ids=["empty-id", "arguments-list", "negative-deadline", "unknown-origin"],
+    ids=[
+        "empty-id",
+        "arguments-list",
+        "negative-deadline",
+        "unknown-origin",
+        "unknown-state",
+        "detail-number",
+        "empty-text",
+        "unknown-op",
+    ],
 )
-async def test_a_bad_call_on_the_forwarding_socket_is_refused_naming_the_field(
+async def test_a_bad_request_on_the_forwarding_socket_is_refused_naming_the_field(
     services: tuple[LineUpService, LineUpService], tmp_path: Path, request_: dict[str, Any], says: str
 ) -> None:
     token = (tmp_path / forward.TOKEN_FILE).read_text()
@@ -379,22 +389,3 @@ async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
     await asyncio.to_thread(chat.send_text, "Deploying to staging.")
     assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
     await app.close()
-
-
-@pytest.mark.parametrize(
-    ("notice", "says"),
-    [
-        ({"op": "status", "state": "dancing"}, "state: expected one of"),
-        ({"op": "status", "state": "idle", "detail": 5}, "detail"),
-        ({"op": "text", "text": ""}, "text: expected a non-empty string"),
-        ({"op": "shout"}, "expected a call, a status or a text"),
-    ],
-    ids=["unknown-state", "detail-number", "empty-text", "unknown-op"],
-)
-async def test_a_bad_notice_on_the_forwarding_socket_is_refused_naming_the_field(
-    services: tuple[LineUpService, LineUpService], tmp_path: Path, notice: dict[str, Any], says: str
-) -> None:
-    token = (tmp_path / forward.TOKEN_FILE).read_text()
-    data = (json.dumps({"op": "hello", "token": token}) + "\n" + json.dumps(notice) + "\n").encode()
-    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
-    assert answer["op"] == "error" and says in answer["message"]
