@@ -9,6 +9,7 @@ The hierarchy::
     ├── ToolError                a tool definition or registration is wrong
     │   ├── DuplicateToolError   two plugins registered the same tool name
     │   └── ArgumentsError       a call's arguments do not match the action's inputSchema
+    ├── HandedOverError          this process stopped serving: a live call goes on in the next one
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
