@@ -634,10 +634,11 @@ class TextMode:
     def _on_field(self, card: Card, question: Question, reading: _Reading) -> list[Output]:
         name = question.name or "answer"
         if isinstance(reading, _Parsed):
-            problem = _schema_problem(question.check, {name: reading.value})
+            value = question.options[reading.value] if question.kind == "one" else reading.value
+            problem = _schema_problem(question.check, {name: value})
             if problem is not None:
                 return [Say(f"{problem[:1].upper()}{problem[1:]}. {question.instruction()}")]
-            card.values[name] = reading.value
+            card.values[name] = value
         else:
             card.values.pop(name, None)
         if card.step + 1 < len(card.questions):
