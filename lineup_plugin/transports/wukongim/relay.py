@@ -321,7 +321,7 @@ class Relay:
         while True:
             uid, text = await self._outbox.get()
             try:
-                if self.texts.active:  # a client that shows only text: the envelope said in words
+                if await self.texts.wanted():  # a client that shows only text: the envelope said in words
                     await self.texts.send(uid, text)
                 else:
                     await self.send_envelope(uid, text)
@@ -381,6 +381,7 @@ class Relay:
                 last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=SYNC_PAGE)
             except RelayError as exc:
                 log.warning("cannot read where the App's channel stands: %s", exc)
+                self.texts.recall([])
                 return
             self.texts.recall(last)  # a LineUp App that spoke before the agent started
             self._last_seq = max((m.message_seq for m in last), default=0)

@@ -9,6 +9,7 @@ sender task, in the order the hub sent, and :meth:`TextClient.reply` for each te
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -84,6 +85,8 @@ class TextClient:
         self.max_text = max_text
         self.content_type = content_type
         self.send_text = send_text
+        #: set once the user's recent messages were looked at (see :meth:`recall`)
+        self._recalled = asyncio.Event()
 
     @property
     def active(self) -> bool:
@@ -97,11 +100,22 @@ class TextClient:
         self.mode.declare()
 
     def recall(self, messages: list[Message]) -> None:
-        """Declare LineUp support if the App user's recent ``messages`` (before the agent started) hold an envelope."""
+        """Declare LineUp support if the App user's recent ``messages`` (before the agent started) hold an envelope.
+
+        Until this is called, :meth:`wanted` waits (with the setting ``auto``): a LineUp App that
+        spoke before the agent started must not get its first card as text.
+        """
+        self._recalled.set()
         for message in messages:
             if message.from_uid == self.uid and _content_type(message.payload) == self.content_type:
                 self.declare()
                 return
+
+    async def wanted(self) -> bool:
+        """Whether the App user gets text; with ``auto``, known once the recent messages were looked at."""
+        if self.mode.setting == "auto" and not self.mode.declared:
+            await self._recalled.wait()
+        return self.mode.active
 
     async def send(self, uid: str, text: str) -> None:
         """Say what the encoded envelope ``text`` from the hub means to a person, as text to ``uid``."""
