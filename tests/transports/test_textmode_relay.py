@@ -10,56 +10,25 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import pytest
 
 from lineup_plugin.protocol.messages import ToolResult
 from lineup_plugin.transports.memory import MemoryApp
-from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Session
 from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
+from tests.fakes.textuser import TextUser
+from tests.fakes.textuser import text_user as fake_text_user
 from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
-from tests.transports.test_relay import AGENT, APP, FAST, GUARD, make_hub, py_app, running_relay
+from tests.transports.test_relay import AGENT, APP, GUARD, make_hub, py_app, running_relay
 
 DEPLOY = {"question": "Deploy build 1.4.2 where?", "options": ["test", "staging", "production"]}
 
 
-class TextUser:
-    """A WuKongIM user whose client knows only text messages (like a stock TangSengDaoDao app)."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self._stream = session.messages()
-        #: every message the agent sent this user, as (content type, content)
-        self.received: list[tuple[int, dict[str, Any]]] = []
-
-    async def message(self) -> tuple[Message, dict[str, Any]]:
-        with anyio.fail_after(GUARD):
-            async for message in self._stream:
-                await self.session.ack(message)
-                content = json.loads(message.payload)
-                self.received.append((content["type"], content))
-                return message, content
-        raise AssertionError(f"session closed: {self.session.error}")
-
-    async def read(self) -> str:
-        """The next text message from the agent (an envelope here fails the test)."""
-        _, content = await self.message()
-        assert content["type"] == 1, f"a text client got content type {content['type']}: {content}"
-        return str(content["content"])
-
-    async def say(self, text: str) -> None:
-        await self.session.send(AGENT, 1, json.dumps({"type": 1, "content": text}).encode())
-
-
 @asynccontextmanager
 async def text_user(server: FakeWuKongIM) -> AsyncIterator[TextUser]:
-    session = await Session.open(server.ws_url, ClientOptions(uid=APP, token="", device_flag=0, timers=FAST))
-    try:
-        yield TextUser(session)
-    finally:
-        await session.close()
+    async with fake_text_user(server, APP, AGENT) as user:
+        yield user
 
 
 @pytest.fixture
@@ -83,7 +52,7 @@ async def test_a_choice_is_asked_in_text_and_a_text_reply_completes_the_call(ser
         call = asyncio.create_task(hub.agent_call("choice", DEPLOY))
         prompt = await user.read()
         assert prompt == (
-            "❓ Deploy build 1.4.2 where?\n1. test\n2. staging\n3. production\n"
+            "Deploy build 1.4.2 where?\n1. test\n2. staging\n3. production\n"
             'Reply with a number from 1 to 3, or "cancel".'
         )
         await user.say("4")
@@ -104,7 +73,7 @@ async def test_confirm_and_a_form_field_by_field(server: FakeWuKongIM) -> None:
     }
     async with text_user(server) as user, running_relay(server, hub, text_cards="auto"):
         confirm = asyncio.create_task(hub.agent_call("confirm", {"message": "Restart the web server?"}))
-        assert (await user.read()).startswith("✋ Restart the web server?\nRisk: Needs your approval")
+        assert (await user.read()).startswith("Restart the web server?\nNeeds your approval")
         await user.say("yes")
         assert await user.read() == "✓ You approved this."
         assert (await finished(confirm)).result == {"approved": True}
@@ -125,15 +94,15 @@ async def test_cards_wait_their_turn_and_each_call_gets_its_own_answer(server: F
     hub = make_hub()
     async with text_user(server) as user, running_relay(server, hub, text_cards="auto"):
         first = asyncio.create_task(hub.agent_call("choice", DEPLOY))
-        assert (await user.read()).startswith("❓ Deploy build 1.4.2 where?\n")
+        assert (await user.read()).startswith("Deploy build 1.4.2 where?\n")
         second = asyncio.create_task(hub.agent_call("confirm", {"message": "Tag the release?"}, call_id="tag"))
         third = asyncio.create_task(hub.agent_call("input", {"prompt": "Release name?"}, call_id="name"))
         with anyio.fail_after(GUARD):
             await server.wait_until(lambda: hub.session.live_call("tag") and hub.session.live_call("name"))
         await user.say("3")
-        assert (await user.read()).startswith("✓ You chose: production\n\n✋ Tag the release? (1 more waiting)")
+        assert (await user.read()).startswith("✓ You chose: production\n\nTag the release? (1 more waiting)")
         await user.say("no")
-        assert await user.read() == '✖ You rejected this.\n\n📝 Release name?\nReply with your answer, or "cancel".'
+        assert await user.read() == '✖ You rejected this.\n\nRelease name?\nReply with your answer, or "cancel".'
         await user.say("Aurora")
         assert await user.read() == "✓ Sent answer: Aurora"
         results = [await finished(task) for task in (first, second, third)]
@@ -156,7 +125,7 @@ async def test_cancel_by_text_expiry_and_the_agents_cancel_are_posted(server: Fa
 
         expiring = asyncio.create_task(hub.agent_call("choice", DEPLOY, deadline=0.2))
         await user.read()
-        assert await user.read() == "⌛ Expired: Deploy build 1.4.2 where? (no answer in time)"  # the clock ran out
+        assert await user.read() == "✖ Expired: Deploy build 1.4.2 where? (no answer in time)"  # the clock ran out
         assert (await finished(expiring)).status == "expired"
 
         withdrawn = asyncio.create_task(hub.agent_call("confirm", {"message": "Drop the table?"}, call_id="drop"))
@@ -189,7 +158,7 @@ async def test_tools_without_a_text_form_are_unsupported_and_the_calculator_is_s
         assert await user.read() == 'The agent asked for "canvas", which cannot be shown in this chat; it was told.'
         total = await hub.agent_call("calculator", {"action": "multiply", "a": 6, "b": 7})
         assert (total.status, total.result) == ("completed", {"value": 42})
-        assert await user.read() == "🧮 6 × 7 = 42"
+        assert await user.read() == "6 × 7 = 42"
 
 
 async def test_text_that_answers_no_card_and_agent_replies_stay_chat(server: FakeWuKongIM) -> None:
@@ -220,7 +189,7 @@ async def test_a_redelivered_reply_answers_once(server: FakeWuKongIM) -> None:
         with anyio.fail_after(GUARD):
             await server.wait_until(lambda: hub.session.live_call("region"))
         await user.say("1")
-        assert (await user.read()).startswith("✓ You chose: test\n\n❓ And the region?")
+        assert (await user.read()).startswith("✓ You chose: test\n\nAnd the region?")
         await server.resend(server.messages_from(APP)[-1], AGENT)  # the server's retry: same message id
         await user.say("2")
         assert await user.read() == "✓ You chose: us"
@@ -238,7 +207,7 @@ async def test_a_prompt_lost_with_the_connection_is_asked_again(server: FakeWuKo
             server.answer_sends = True
             await server.drop(AGENT)  # ...and fails with the connection
         prompt = await user.read()  # the send that never got its SENDACK was lost: asked again after the re-sync
-        assert prompt.startswith("❓ Deploy build 1.4.2 where?")
+        assert prompt.startswith("Deploy build 1.4.2 where?")
         await user.say("2")
         assert (await finished(call)).result == {"selected": "staging", "index": 1}
 
@@ -247,7 +216,7 @@ async def test_a_client_that_speaks_lineup_gets_its_open_card_as_an_envelope(ser
     hub = make_hub()
     async with py_app(server) as app, running_relay(server, hub, text_cards="auto") as relay:
         call = asyncio.create_task(hub.agent_call("choice", DEPLOY))
-        _, content = await TextUser(app.session).message()  # PyApp reads the same stream; not yet declared
+        _, content = await TextUser(app.session, AGENT).message()  # PyApp reads the same stream; not yet declared
         assert content["type"] == 1
         await app.send("device.hello", {"device_id": "py-app"})
         request = await app.next("tool.call")
@@ -294,7 +263,7 @@ async def test_always_gives_text_even_to_a_client_that_speaks_lineup(server: Fak
         }
         await user.session.send(AGENT, 1, wrap_envelope(json.dumps(envelope), 9527))
         call = asyncio.create_task(hub.agent_call("confirm", {"message": "Go?"}))
-        assert (await user.read()).startswith("✋ Go?")
+        assert (await user.read()).startswith("Go?")
         assert relay.texts.active
         await user.say("y")
         assert (await finished(call)).result == {"approved": True}
@@ -324,7 +293,7 @@ async def test_the_official_js_sdk_gets_a_card_as_text_and_answers_in_text(serve
             await app.command(cmd="text", channel=AGENT, channelType=1, text="production")
             result = await call
             done = await app.wait_for("message", where=lambda e: e.get("text") == "✓ You chose: production")
-    assert prompt["fromUID"] == AGENT and prompt["text"].startswith("❓ Deploy build 1.4.2 where?\n1. test\n")
+    assert prompt["fromUID"] == AGENT and prompt["text"].startswith("Deploy build 1.4.2 where?\n1. test\n")
     assert (result.status, result.result) == ("completed", {"selected": "production", "index": 2})
     assert done["contentType"] == 1
     assert only_text_sent_to(server, APP)

@@ -337,9 +337,10 @@ class Card:
 
     def prompt(self, waiting: int) -> str:
         """The text that asks the current question (``waiting``: how many cards wait after this one)."""
-        icon = {"choice": "❓", "confirm": "⚠️" if self.call.risk in HIGH_RISK else "✋", "input": "📝"}[self.kind]
+        # plain symbols only: a chat app without a colour emoji font must still show them
+        icon = "⚠ " if self.kind == "confirm" and self.call.risk in HIGH_RISK else ""
         more = f" ({waiting} more waiting)" if waiting else ""
-        lines = [f"{icon} {self.heading}{more}", *self.details]
+        lines = [f"{icon}{self.heading}{more}", *self.details]
         question = self.questions[self.step]
         if self.kind == "input" and question.name:
             count = len(self.questions)
@@ -362,7 +363,7 @@ def build_card(call: ToolCall) -> Card | None:
         risk = args.get("risk") if isinstance(args.get("risk"), str) else call.risk
         details = []
         if risk:
-            details.append(f"Risk: {RISK_LABEL.get(risk, risk)}")
+            details.append(RISK_LABEL.get(risk, f"Risk: {risk}"))
         if args.get("details"):
             details.append(str(args["details"]))
         question = Question(kind="yesno")
@@ -446,15 +447,15 @@ def calculate(call: ToolCall) -> tuple[str, ToolResult]:
     assert isinstance(a, int | float) and isinstance(b, int | float)
     symbol, compute = operation
     if action == "divide" and b == 0:
-        return f"🧮 {a} ÷ {b} = — (division by zero)", _result(call, "failed", {"message": "division by zero"})
+        return f"{a} ÷ {b} = — (division by zero)", _result(call, "failed", {"message": "division by zero"})
     try:
         value = compute(a, b)
     except OverflowError:  # an int too large for a float
         value = math.inf
     if isinstance(value, float) and not math.isfinite(value):
         message = "the result is not a finite number"
-        return f"🧮 {a} {symbol} {b}: {message}", _result(call, "failed", {"message": message})
-    return f"🧮 {a} {symbol} {b} = {value}", _result(call, "completed", {"value": value})
+        return f"{a} {symbol} {b}: {message}", _result(call, "failed", {"message": message})
+    return f"{a} {symbol} {b} = {value}", _result(call, "completed", {"value": value})
 
 
 def _result(call: ToolCall, status: str, result: dict[str, Any]) -> ToolResult:
@@ -555,7 +556,7 @@ class TextMode:
         stale = [call_id for call_id in self.cards if call_id not in confirmed]
         out: list[Output] = []
         for call_id in stale:
-            out += self._close(call_id, lambda title: f"⏹ Closed meanwhile: {title}")
+            out += self._close(call_id, lambda title: f"✖ Closed meanwhile: {title}")
         return out
 
     def _on_cancel(self, cancel: ToolCancel) -> list[Output]:
@@ -564,7 +565,7 @@ class TextMode:
         if reason == ANSWERED_ELSEWHERE:
             notice = lambda title: f"✓ Answered on another device: {title}"  # noqa: E731
         elif reason.startswith("expired"):
-            notice = lambda title: f"⌛ Expired: {title} (no answer in time)"  # noqa: E731
+            notice = lambda title: f"✖ Expired: {title} (no answer in time)"  # noqa: E731
         else:
             notice = lambda title: f"✖ Cancelled: {title} ({_cut(reason, 200)})"  # noqa: E731
         self._sent.pop(cancel.call_id, None)
