@@ -250,6 +250,22 @@ def test_input_json_fields_and_schemas_it_cannot_check() -> None:
     assert answer(out) == ("completed", {"values": {"tags": {"a": 1}, "odd": "anything"}})
 
 
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ('"\\ud800"', "lone surrogate"),
+        ("[1e999]", "not finite"),
+        ("[" * 40 + "]" * 40, "nested deeper than 32 levels"),
+        ("[" * 40_000 + "]" * 40_000, "not valid JSON"),  # deeper than the JSON parser goes
+    ],
+)
+def test_json_answers_the_store_could_not_keep_are_refused(reply: str, problem: str) -> None:
+    mode, _ = opened("input", {"prompt": "Data", "fields": {"properties": {"data": {"type": "array"}}}})
+    out = mode.from_user(reply)
+    assert answers(out) == [] and problem in said(out)
+    assert answer(mode.from_user("[1]")) == ("completed", {"values": {"data": [1]}})
+
+
 def test_a_form_that_does_not_fit_as_a_whole_is_asked_again() -> None:
     fields = {
         "properties": {"a": {"type": "string"}, "b": {"type": "string"}},

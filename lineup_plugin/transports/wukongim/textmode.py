@@ -636,6 +636,10 @@ class TextMode:
         name = question.name or "answer"
         if isinstance(reading, _Parsed):
             value = question.options[reading.value] if question.kind == "one" else reading.value
+            try:
+                codec.check_storable(value)  # JSON may spell what the reply itself does not hold ("\\ud800", 1e999)
+            except ProtocolError as exc:
+                return [Say(f"That answer cannot be kept ({exc}). {question.instruction()}")]
             problem = _schema_problem(question.check, {name: value})
             if problem is not None:
                 return [Say(f"{problem[:1].upper()}{problem[1:]}. {question.instruction()}")]
