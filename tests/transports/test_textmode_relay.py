@@ -42,6 +42,20 @@ async def finished(call: asyncio.Task[ToolResult]) -> ToolResult:
         return await call
 
 
+def hello(envelope_id: str) -> bytes:
+    """A LineUp App's device.hello as a WuKongIM message payload."""
+    envelope = {
+        "v": 1,
+        "id": envelope_id,
+        "type": "lineup.v1.device.hello",
+        "conversation_id": "default",
+        "sender": {"kind": "device", "id": "py-app"},
+        "target": {"kind": "agent", "id": AGENT},
+        "payload": {"device_id": "py-app"},
+    }
+    return wrap_envelope(json.dumps(envelope), 9527)
+
+
 def only_text_sent_to(server: FakeWuKongIM, uid: str) -> bool:
     return all(json.loads(m.payload)["type"] == 1 for m in server.messages_from(AGENT) if m.channel_id == uid)
 
@@ -227,16 +241,7 @@ async def test_a_client_that_speaks_lineup_gets_its_open_card_as_an_envelope(ser
 
 
 async def test_a_lineup_app_that_spoke_before_the_agent_started_gets_envelopes(server: FakeWuKongIM) -> None:
-    hello = {
-        "v": 1,
-        "id": "old-hello",
-        "type": "lineup.v1.device.hello",
-        "conversation_id": "default",
-        "sender": {"kind": "device", "id": "py-app"},
-        "target": {"kind": "agent", "id": AGENT},
-        "payload": {"device_id": "py-app"},
-    }
-    await server.push(APP, AGENT, wrap_envelope(json.dumps(hello), 9527))
+    await server.push(APP, AGENT, hello("old-hello"))
     hub = make_hub()
     async with py_app(server) as app, running_relay(server, hub, text_cards="auto") as relay:
         with anyio.fail_after(GUARD):
@@ -252,16 +257,7 @@ async def test_a_lineup_app_that_spoke_before_the_agent_started_gets_envelopes(s
 async def test_always_gives_text_even_to_a_client_that_speaks_lineup(server: FakeWuKongIM) -> None:
     hub = make_hub()
     async with text_user(server) as user, running_relay(server, hub, text_cards="always") as relay:
-        envelope = {
-            "v": 1,
-            "id": "hello-1",
-            "type": "lineup.v1.device.hello",
-            "conversation_id": "default",
-            "sender": {"kind": "device", "id": "py-app"},
-            "target": {"kind": "agent", "id": AGENT},
-            "payload": {"device_id": "py-app"},
-        }
-        await user.session.send(AGENT, 1, wrap_envelope(json.dumps(envelope), 9527))
+        await user.session.send(AGENT, 1, hello("hello-1"))
         call = asyncio.create_task(hub.agent_call("confirm", {"message": "Go?"}))
         assert (await user.read()).startswith("Go?")
         assert relay.texts.active
