@@ -382,6 +382,19 @@ def test_an_answer_the_agent_refuses_reopens_its_card() -> None:
     assert said(mode.from_agent(sent(late))) == "⚠ That answer came too late: call 'c1' already ended as expired"
 
 
+def test_cards_the_previous_run_left_open_are_said_closed_in_one_message() -> None:
+    ended = [
+        (call("choice", DEPLOY), "the agent restarted before an answer arrived; ask again"),
+        (call("canvas", {}, action="open", call_id="c2"), "the agent restarted before an answer arrived; ask again"),
+        (call("confirm", {"message": "Ship it?"}, call_id="c3"), "no answer before the deadline"),
+    ]
+    assert said(TextMode().closed_by_restart(ended)) == (
+        "✖ Closed: Deploy where? (the agent restarted before an answer arrived; ask again)\n"
+        "✖ Closed: Ship it? (no answer before the deadline)"
+    )
+    assert TextMode().closed_by_restart([]) == []
+
+
 def test_a_call_sent_again_after_it_was_answered_is_not_asked_again() -> None:
     mode, _ = opened("choice", DEPLOY)
     mode.from_user("1")

@@ -14,7 +14,10 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import ToolResult
+from lineup_plugin.protocol.calls import Call, CallState
+from lineup_plugin.protocol.messages import ToolCall, ToolResult
+from lineup_plugin.protocol.session import SaveCall
+from lineup_plugin.store import MemoryStore
 from lineup_plugin.transports.memory import MemoryApp
 from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
 from tests.fakes.textuser import TextUser
@@ -224,6 +227,23 @@ async def test_a_prompt_lost_with_the_connection_is_asked_again(server: FakeWuKo
         assert prompt.startswith("Deploy build 1.4.2 where?")
         await user.say("2")
         assert (await finished(call)).result == {"selected": "staging", "index": 1}
+
+
+async def test_cards_left_open_by_a_previous_run_are_said_closed_when_the_agent_starts(server: FakeWuKongIM) -> None:
+    store = MemoryStore()
+    left = Call(request=ToolCall(call_id="old", name="choice", arguments=DEPLOY), conversation_id="default")
+    left.advance(CallState.DELIVERED)
+    store.apply([SaveCall(left)])
+    hub = make_hub(store=store)  # recovers: the old call ends cancelled
+    async with text_user(server) as user, running_relay(server, hub, text_cards="auto"):
+        notice = await user.read()
+        assert notice == (
+            "✖ Closed: Deploy build 1.4.2 where? (the agent restarted before an answer arrived; ask again)"
+        )
+        call = asyncio.create_task(hub.agent_call("confirm", {"message": "Try again?"}))
+        assert (await user.read()).startswith("Try again?")
+        await user.say("yes")
+        assert (await finished(call)).result == {"approved": True}
 
 
 async def test_a_client_that_speaks_lineup_gets_its_open_card_as_an_envelope(server: FakeWuKongIM) -> None:

@@ -381,9 +381,9 @@ class Relay:
                 last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=SYNC_PAGE)
             except RelayError as exc:
                 log.warning("cannot read where the App's channel stands: %s", exc)
-                self.texts.recall([])
+                await self.texts.recall([])
                 return
-            self.texts.recall(last)  # a LineUp App that spoke before the agent started
+            await self.texts.recall(last)  # a LineUp App that spoke before the agent started
             self._last_seq = max((m.message_seq for m in last), default=0)
             return
         while True:

@@ -23,6 +23,7 @@ from .textmode import Answer, Output, Say, TextCardsSetting, TextMode
 if TYPE_CHECKING:
     from ...hub import Hub
     from ...ports import Link
+    from ...protocol.calls import Call
     from .client import Message
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,11 @@ def _content_type(payload: bytes) -> object:
     except ValueError:
         return None
     return content.get("type") if isinstance(content, dict) else None
+
+
+def _ending(call: Call) -> str:
+    message = call.result.result.get("message") if call.result is not None else None
+    return message if isinstance(message, str) else str(call.state)
 
 
 class TextClient:
@@ -99,17 +105,22 @@ class TextClient:
             log.info("relay: %s sent a LineUp envelope; cards go as envelopes from now on", self.uid)
         self.mode.declare()
 
-    def recall(self, messages: list[Message]) -> None:
-        """Declare LineUp support if the App user's recent ``messages`` (before the agent started) hold an envelope.
+    async def recall(self, messages: list[Message]) -> None:
+        """Look at the App user's recent ``messages`` (from before the agent started), once.
 
-        Until this is called, :meth:`wanted` waits (with the setting ``auto``): a LineUp App that
+        An envelope among them declares LineUp support. Else, for a text client, the cards the
+        agent's previous run left open (closed when this one started) are said to be closed.
+        Until this is done, :meth:`wanted` waits (with the setting ``auto``): a LineUp App that
         spoke before the agent started must not get its first card as text.
         """
-        self._recalled.set()
-        for message in messages:
-            if message.from_uid == self.uid and _content_type(message.payload) == self.content_type:
+        try:
+            if any(m.from_uid == self.uid and _content_type(m.payload) == self.content_type for m in messages):
                 self.declare()
-                return
+            elif self.mode.active and self.hub.recovered:
+                ended = [(call.request, _ending(call)) for call in self.hub.recovered]
+                await self._apply(self.uid, self.mode.closed_by_restart(ended), None)
+        finally:
+            self._recalled.set()
 
     async def wanted(self) -> bool:
         """Whether the App user gets text; with ``auto``, known once the recent messages were looked at."""

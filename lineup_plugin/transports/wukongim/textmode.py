@@ -597,6 +597,15 @@ class TextMode:
             text += "\n\n" + self._prompt(following)
         return [Say(text)]
 
+    def closed_by_restart(self, calls: list[tuple[ToolCall, str]]) -> list[Output]:
+        """Say that the cards of ``calls`` (request, why it ended) the agent's previous run left open are closed."""
+        lines = []
+        for request, reason in calls:
+            card = build_card(request)
+            if card is not None:
+                lines.append(f"✖ Closed: {card.title} ({_cut(reason, 200)})")
+        return [Say("\n".join(lines))] if lines else []
+
     # -------------------------------------------------------------------------- from the user
 
     def from_user(self, reply: str) -> list[Output] | None:
