@@ -20,6 +20,7 @@ from lineup_plugin.protocol.session import SaveCall
 from lineup_plugin.store import MemoryStore
 from lineup_plugin.transports.memory import MemoryApp
 from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
+from lineup_plugin.transports.wukongim.textclient import CUT_NOTE, fitted, text_payload
 from tests.fakes.textuser import TextUser
 from tests.fakes.textuser import text_user as fake_text_user
 from tests.fakes.wukongim import FakeWuKongIM, JsSdkApp, js_sdk_missing
@@ -283,6 +284,16 @@ async def test_always_gives_text_even_to_a_client_that_speaks_lineup(server: Fak
         assert relay.texts.active
         await user.say("y")
         assert (await finished(call)).result == {"approved": True}
+
+
+def test_a_text_too_long_for_one_wukongim_frame_is_cut_saying_so() -> None:
+    text = "选项 " * 100_000
+    cut = fitted(text, 10_000)
+    assert cut.endswith(CUT_NOTE) and len(text_payload(cut)) <= 10_000
+    one_more = cut[: -len(CUT_NOTE)] + "选" + CUT_NOTE
+    assert len(text_payload(one_more)) > 10_000  # the longest text that fits
+    assert fitted("short", 10_000) == "short"
+    assert json.loads(text_payload("bad \ud800"))["content"] == "bad ?"
 
 
 def test_the_relay_reads_text_cards_from_its_settings() -> None:

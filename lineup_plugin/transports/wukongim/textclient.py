@@ -34,8 +34,8 @@ CUT_NOTE = "\n… (cut: too long for one message)"
 
 
 def text_payload(text: str) -> bytes:
-    """The message payload of a WuKongIM text message."""
-    return json.dumps({"type": TEXT_CONTENT_TYPE, "content": text}, ensure_ascii=False).encode()
+    """The message payload of a WuKongIM text message (a lone surrogate, not valid UTF-8, becomes "?")."""
+    return json.dumps({"type": TEXT_CONTENT_TYPE, "content": text}, ensure_ascii=False).encode("utf-8", "replace")
 
 
 def fitted(text: str, limit: int) -> str:
