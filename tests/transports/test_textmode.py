@@ -232,6 +232,15 @@ def test_input_asks_one_field_at_a_time_checking_each_against_its_schema() -> No
     assert said(out).startswith('✓ Sent city: Lisbon, nights: 3, budget: 1200.5, class: business, extras: ["lounge"')
 
 
+def test_an_enum_of_numbers_takes_the_option_number_or_the_value_itself() -> None:
+    fields = {"properties": {"size": {"enum": [10, 20, 30]}}, "required": ["size"]}
+    mode, prompt = opened("input", {"prompt": "Size?", "fields": fields})
+    assert "1. 10\n2. 20\n3. 30\n" in prompt
+    assert answer(mode.from_user("20")) == ("completed", {"values": {"size": 20}})
+    mode, _ = opened("input", {"prompt": "Size?", "fields": fields})
+    assert answer(mode.from_user("2")) == ("completed", {"values": {"size": 20}})
+
+
 def test_input_json_fields_and_schemas_it_cannot_check() -> None:
     fields = {
         "properties": {

@@ -139,15 +139,15 @@ def _option_number(word: str) -> int | None:
 
 
 def _pick(word: str, options: list[str]) -> int | str:
-    """The 0-based index of the option ``word`` names (by number or by its text), or what is wrong."""
+    """The 0-based index of the option ``word`` names (by number, else by its text), or what is wrong."""
     number = _option_number(word)
-    if number is not None:
-        if 0 <= number < len(options):
-            return number
-        return f"there is no option {number + 1}"
+    if number is not None and 0 <= number < len(options):
+        return number
     for index, option in enumerate(options):
-        if normalized(option) == word:
+        if normalized(option) == word:  # also an option that is a number itself: "20" of [10, 20, 30]
             return index
+    if number is not None:
+        return f"there is no option {number + 1}"
     return f"{quote(word)} is not one of the options"
 
 
@@ -196,7 +196,7 @@ class Question:
         """The options, one numbered line each (none for other kinds)."""
         return [f"{number}. {_show(option)}" for number, option in enumerate(self.options, 1)]
 
-    def instruction(self, *, cancel: str = '"cancel"') -> str:
+    def instruction(self) -> str:
         """What to reply, e.g. ``Reply with a number from 1 to 3, or "cancel".``"""
         count = len(self.options)
         what = {
@@ -210,8 +210,8 @@ class Question:
         }[self.kind]
         if not self.required or self.default is not _MISSING:
             keep = f"keep {_show(self.default)}" if self.default is not _MISSING else "leave it empty"
-            return f'{what}, "skip" to {keep}, or {cancel}.'
-        return f"{what}, or {cancel}."
+            return f'{what}, "skip" to {keep}, or "cancel".'
+        return f'{what}, or "cancel".'
 
     def read(self, reply: str) -> _Reading:
         """Read ``reply`` (not a cancel word): the value, a skip, or what is wrong with it."""
