@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import (
     Actor,
@@ -423,3 +428,56 @@ def test_auto_stops_text_once_the_client_declares_lineup_and_the_setting_forces_
     always.declare()
     assert always.active
     assert not TextMode("never").active
+
+
+# ----------------------------------------------------------------------- attacks and layering
+
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REGISTRY = collect_tools(get_plugin_manager(load_entrypoints=False))
+CARDS = [
+    ("choice", {"question": "Pick", "options": ["a", "B", "3", "ｃ", "٤"]}),
+    ("confirm", {"message": "Go?", "risk": "restricted"}),
+    ("input", {"prompt": "Anything?"}),
+    ("input", {"prompt": "Trip", "fields": TRIP}),
+    ("input", {"prompt": "Data", "fields": {"properties": {"x": {"type": "object"}, "y": {"type": "array"}}}}),
+]
+replies = st.text(max_size=60) | st.sampled_from(["1", "２", "yes", "no", "skip", "cancel", "[1]", '{"a": 1}', "1, 2"])
+
+
+@FUZZ
+@given(card=st.sampled_from(CARDS), texts=st.lists(replies, min_size=1, max_size=12))
+def test_any_replies_give_re_prompts_or_answers_that_satisfy_the_tools_output_schema(
+    card: tuple[str, dict[str, Any]], texts: list[str]
+) -> None:
+    name, arguments = card
+    mode, _ = opened(name, arguments)
+    for text in texts:
+        out = mode.from_user(text)
+        if out is None:  # the card ended, or a /command: not an answer
+            assert not mode.cards or text.lstrip().startswith("/")
+            continue
+        assert out and all(isinstance(o, Say) and o.text for o in out if not isinstance(o, Answer))
+        for result in answers(out):
+            assert result.status in ("completed", "rejected", "cancelled")
+            if result.status == "completed":
+                assert REGISTRY.check_result(name, None, result.result) is None, result.result
+            codec.check_storable(result.result)  # the store can keep it
+
+
+def test_textmode_does_no_io_in_a_fresh_interpreter() -> None:
+    code = (
+        "import sys\n"
+        "from lineup_plugin.protocol import codec\n"
+        "from lineup_plugin.protocol.messages import Actor, ToolCall\n"
+        "from lineup_plugin.transports.wukongim.textmode import TextMode\n"
+        "mode = TextMode()\n"
+        "fields = {'properties': {'n': {'type': 'integer', 'minimum': 1, 'multipleOf': 2}}}\n"
+        "call = ToolCall(call_id='c', name='input', arguments={'prompt': 'n?', 'fields': fields})\n"
+        "a = Actor(kind='agent', id='a')\n"
+        "assert mode.from_agent(codec.encode_envelope(call, sender=a, target=a, conversation_id='c'))\n"
+        "assert 'multiple of 2' in mode.from_user('3')[0].text\n"
+        "assert mode.from_user('4')[0].result.result == {'values': {'n': 4}}\n"
+        "print(sorted(m for m in ('asyncio', 'websockets', 'anyio', 'httpx', 'sqlite3') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
