@@ -17,6 +17,7 @@ from lineup_plugin.protocol.messages import (
     AgentStatus,
     DeviceWelcome,
     Error,
+    Origin,
     Payload,
     Text,
     ToolCall,
@@ -80,6 +81,13 @@ def test_choice_is_a_numbered_list_answered_by_number() -> None:
     assert answer(out) == ("completed", {"selected": "staging", "index": 1})
     assert said(out) == "✓ You chose: staging"
     assert mode.from_user("2") is None  # no card open any more: plain text goes to the agent
+
+
+def test_a_card_names_the_agent_session_that_asks() -> None:
+    _, prompt = opened("choice", DEPLOY, origin=Origin(kind="cli", label="hermes"))
+    assert prompt.startswith("[CLI · hermes]\nDeploy where?\n1. test")
+    _, prompt = opened("confirm", {"message": "Go?"}, origin=Origin(kind="cron"))
+    assert prompt.startswith("[Cron job]\nGo?")
 
 
 @pytest.mark.parametrize("reply", ["２", "٢", "#2", "2.", " 2 ", "²", "STAGING", "Ｓｔａｇｉｎｇ"])

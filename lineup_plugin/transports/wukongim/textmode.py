@@ -77,6 +77,16 @@ RISK_LABEL = {
     "restricted": "High risk: restricted action",
 }
 #: the calculator's actions: symbol and operation (as lineup_plugin/app/cards/calculator.js)
+#: how a card names the agent session that asks (as lineup_plugin/app/cards/card.js)
+ORIGIN_TEXT = {
+    "cli": "CLI",
+    "chat": "One-shot chat",
+    "gateway": "Gateway chat",
+    "cron": "Cron job",
+    "subagent": "Subagent",
+    "mcp": "MCP client",
+    "process": "Agent process",
+}
 _OPERATIONS: dict[str, tuple[str, Callable[[float, float], float]]] = {
     "add": ("+", lambda a, b: a + b),
     "subtract": ("−", lambda a, b: a - b),
@@ -341,6 +351,10 @@ class Card:
         icon = "⚠ " if self.kind == "confirm" and self.call.risk in HIGH_RISK else ""
         more = f" ({waiting} more waiting)" if waiting else ""
         lines = [f"{icon}{self.heading}{more}", *self.details]
+        origin = self.call.origin
+        if origin is not None:  # which agent session asks, when several share the App
+            kind = ORIGIN_TEXT.get(origin.kind, "Agent")
+            lines.insert(0, f"[{kind} · {origin.label}]" if origin.label else f"[{kind}]")
         question = self.questions[self.step]
         if self.kind == "input" and question.name:
             count = len(self.questions)
