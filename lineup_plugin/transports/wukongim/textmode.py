@@ -385,18 +385,14 @@ def build_card(call: ToolCall) -> Card | None:
     if call.name == "input":
         fields = args.get("fields")
         questions = _questions(fields) if isinstance(fields, dict) else []
-        form = _form_check(fields) if questions else None
+        form = SchemaCheck.of(fields) if questions and isinstance(fields, dict) else None
         if not questions:  # as the App: one required text answer
             questions = [Question(kind="text", name="")]
         return Card(call, "input", str(args.get("prompt") or "Please fill in"), questions, form=form)
     return None
 
 
-def _form_check(fields: Any) -> SchemaCheck | None:
-    try:
-        return SchemaCheck.of(fields)
-    except Exception:  # a schema the fast check chokes on: left to the App-like per-field checks
-        return None
+
 
 
 def _questions(fields: dict[str, Any]) -> list[Question]:
@@ -409,7 +405,7 @@ def _questions(fields: dict[str, Any]) -> list[Question]:
     questions = []
     for name, schema in properties.items():
         schema = schema if isinstance(schema, dict) else {}
-        check = SchemaCheck({"type": "object", "properties": {name: schema}, **defs}, None)
+        check = SchemaCheck.of({"type": "object", "properties": {name: schema}, **defs})
         questions.append(_question(str(name), schema, name in required, check))
     return questions
 
