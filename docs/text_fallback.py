@@ -5,7 +5,8 @@ and relay against the fake WuKongIM server (``tests/fakes/wukongim.py``), with t
 plain-text client (``tests/fakes/textuser.py``): the agent asks a choice, a confirm and a form,
 the user answers in text (one reply does not fit and is asked again). The conversation is read
 back from what the server stored, drawn as a chat page and photographed in headless Chromium,
-phone-sized. ``tests/transports/test_text_fallback_doc.py`` runs the same conversation.
+phone-sized. ``tests/transports/test_text_fallback_doc.py`` runs the same conversation and
+``tests/e2e/test_text_fallback_picture.py`` the drawing.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import asyncio
 import html
 import json
 import sys
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -27,6 +28,9 @@ from lineup_plugin.protocol.messages import ToolResult  # noqa: E402
 from lineup_plugin.transports.wukongim.relay import Relay  # noqa: E402
 from tests.fakes.textuser import FAST, TextUser, text_user  # noqa: E402
 from tests.fakes.wukongim import FakeWuKongIM  # noqa: E402
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser
 
 DOCS = ROOT / "docs"
 AGENT, USER = "hermes", "alice"
@@ -120,22 +124,29 @@ def render(lines: list[Line], agent: str = AGENT) -> str:
     return PAGE.format(agent=html.escape(agent), lines=items)
 
 
+async def photograph(browser: Browser, lines: list[Line], path: Path) -> None:
+    """Draw ``lines`` as a chat page in ``browser``, phone-sized, and save the whole page as ``path`` (PNG)."""
+    from tests.e2e.browser import PHONE
+
+    context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
+    try:
+        page = await context.new_page()
+        await page.set_content(render(lines))
+        await page.screenshot(path=path, full_page=True)
+    finally:
+        await context.close()
+
+
 async def main() -> None:
     from playwright.async_api import async_playwright
 
-    from tests.e2e.browser import PHONE, launch
+    from tests.e2e.browser import launch
 
     lines, _ = await conversation()
-    with tempfile.TemporaryDirectory() as folder:
-        page_file = Path(folder) / "chat.html"
-        page_file.write_text(render(lines), encoding="utf-8")
-        async with async_playwright() as playwright:
-            browser = await launch(playwright)
-            context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
-            page = await context.new_page()
-            await page.goto(page_file.as_uri())
-            await page.screenshot(path=DOCS / "text-fallback.png", full_page=True)
-            await browser.close()
+    async with async_playwright() as playwright:
+        browser = await launch(playwright)
+        await photograph(browser, lines, DOCS / "text-fallback.png")
+        await browser.close()
 
 
 if __name__ == "__main__":
