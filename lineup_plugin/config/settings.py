@@ -35,6 +35,11 @@ class WuKongIMSettings(BaseModel):
     content_type: int = Field(default=9527, ge=1, le=2**31 - 1, description="custom content type of LineUp envelopes")
     protocol_version: int = Field(default=4, ge=2, le=5)
     device_flag: int = Field(default=2, ge=0, le=2)
+    text_cards: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="cards as plain text for the App user: auto (until their client sends a LineUp envelope), "
+        "always or never",
+    )
 
 
 class Settings(BaseModel):
