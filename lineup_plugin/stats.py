@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, StoreError
-from .store import AuditRecord, read_call_audit
+from .store import AuditRecord, SQLiteStore, Store, read_call_audit
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -226,6 +226,13 @@ def read_stats(settings: Settings, *, since: float | None = None) -> Stats:
     if settings.store != "sqlite":
         raise StoreError("the memory store keeps no calls once its process ends; nothing to count")
     return compute(read_call_audit(settings.database, since=since), since=since)
+
+
+def store_stats(store: Store, *, since: float | None = None) -> Stats:
+    """The metering of the store a running hub holds (on the hub's thread); StoreError for the memory store."""
+    if not isinstance(store, SQLiteStore):
+        raise StoreError("this agent keeps its calls in memory (store: memory); there is nothing to count")
+    return compute(store.call_audit(since=since), since=since)
 
 
 def format_table(stats: Stats) -> str:

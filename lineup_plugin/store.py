@@ -494,6 +494,12 @@ class SQLiteStore(_OneChange):
         """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
         return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
 
+    def call_audit(self, *, since: float | None = None) -> list[AuditRecord]:
+        """The kept audit records about calls, oldest first, as :func:`read_call_audit` reads them from
+        another process (this is how the process that holds the store meters it: ``GET /api/stats``)."""
+        rows = self._read("reading the audit log", _READ_CALL_AUDIT, (_since(since),))
+        return [AuditRecord(*row) for row in rows]
+
     def close(self) -> None:
         """Close the file (idempotent); every applied batch is committed already."""
         if self._closed:
@@ -528,6 +534,10 @@ WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
 """
 
 
+def _since(since: float | None) -> float:
+    return since if since is not None else float("-inf")
+
+
 def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None) -> list[AuditRecord]:
     """The kept audit records about calls (``call.*``) in the store file ``path``, oldest first; read-only.
 
@@ -547,7 +557,7 @@ def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None)
     try:
         if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
             raise StoreError(f"{where} is not a lineup store")
-        rows = db.execute(_READ_CALL_AUDIT, (since if since is not None else float("-inf"),)).fetchall()
+        rows = db.execute(_READ_CALL_AUDIT, (_since(since),)).fetchall()
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreBusyError(f"the store {where} is in use by the process serving the App") from exc

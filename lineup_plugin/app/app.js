@@ -1,5 +1,6 @@
 // The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
 
+import { agentApi } from "./api.js";
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
@@ -55,6 +56,7 @@ function showChat() {
 const HANDLERS = {
   "device.welcome": (payload) => {
     if (payload.agent?.id) peer.agentId = payload.agent.id;
+    deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = peer.agentId;
     const wasHidden = ui.chatView.hidden;
     showChat();
