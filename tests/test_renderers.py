@@ -20,21 +20,23 @@ RATING_JS = Path(__import__("lineup_weather").__file__).parent / "rating.js"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
+class Knobs:
+    """A plugin with App tool ``knob`` and in-process tool ``twist``."""
+
+    @hookimpl
+    def register_tools(self, register: Register) -> None:
+        def twist(turns: int) -> int:
+            """Twist."""
+            return turns
+
+        register({"name": "knob", "type": "action", "inputSchema": {"type": "object"}})
+        register(twist)
+
+
 def registry_with(register_renderers: object, tmp_path: Path) -> None:
-    """Collect a plugin that registers App tool ``knob`` and in-process tool ``twist``, then ``register_renderers``."""
-
-    class Plugin:
-        @hookimpl
-        def register_tools(self, register: Register) -> None:
-            def twist(turns: int) -> int:
-                """Twist."""
-                return turns
-
-            register({"name": "knob", "type": "action", "inputSchema": {"type": "object"}})
-            register(twist)
-
+    """Collect :class:`Knobs`, then another plugin's ``register_renderers``."""
     pm = get_plugin_manager(load_entrypoints=False)
-    pm.register(Plugin(), name="knobs")
+    pm.register(Knobs(), name="knobs")
     pm.register(register_renderers, name="renderers-of-knobs")
     collect_tools(pm)
 
@@ -82,16 +84,7 @@ def test_a_renderer_for_what_is_not_the_plugins_own_app_tool_is_refused(
 
 
 def test_a_renderer_for_its_own_tools_only() -> None:
-    class Both:
-        @hookimpl
-        def register_tools(self, register: Register) -> None:
-            def twist(turns: int) -> int:
-                """Twist."""
-                return turns
-
-            register({"name": "knob", "type": "action", "inputSchema": {"type": "object"}})
-            register(twist)
-
+    class Both(Knobs):
         @hookimpl
         def register_renderers(self, register: RegisterRenderer) -> None:
             register("knob", FIXTURES / "throws.js")
@@ -111,11 +104,7 @@ def test_a_huge_or_binary_module_is_refused(tmp_path: Path) -> None:
     binary = tmp_path / "binary.mjs"
     binary.write_bytes(b"\xff\xfe\x00export default 1")
 
-    class Both:
-        @hookimpl
-        def register_tools(self, register: Register) -> None:
-            register({"name": "knob", "type": "action", "inputSchema": {"type": "object"}})
-
+    class Both(Knobs):
         @hookimpl
         def register_renderers(self, register: RegisterRenderer) -> None:
             with pytest.raises(RendererError, match="'knob' is larger than 256 KiB"):
