@@ -235,27 +235,35 @@ def store_stats(store: Store, *, since: float | None = None) -> Stats:
     return compute(store.call_audit(since=since), since=since)
 
 
-def format_table(stats: Stats) -> str:
-    """The figures as text tables for a person: per tool and status, then per device and status."""
-    since = f" since {_iso(stats.since)}" if stats.since is not None else ""
-    kept = f" (the audit log goes back to {_iso(stats.first_record_at)})" if stats.first_record_at is not None else ""
-    lines = [f"{stats.calls} call{'s' if stats.calls != 1 else ''}{since}{kept}"]
-    if not stats.calls:
+def format_table(stats: Stats | dict[str, Any]) -> str:
+    """The figures (or their :meth:`Stats.as_json`, as a server answers them) as text tables for a
+    person: per tool and status, then per device and status."""
+    data = stats.as_json() if isinstance(stats, Stats) else stats
+    calls = data["calls"]
+    since = f" since {data['since']}" if data["since"] is not None else ""
+    kept = f" (the audit log goes back to {data['first_record']})" if data["first_record"] is not None else ""
+    lines = [f"{calls} call{'s' if calls != 1 else ''}{since}{kept}"]
+    if not calls:
         return lines[0]
-    rows = [("TOOL", "STATUS", "CALLS", "P50", "P95", "ERROR RATE")]
-    for name, tool in sorted(stats.tools.items()):
-        for status, figures in sorted(tool.statuses.items()):
-            rows.append((name, status, str(figures.count), _seconds(figures.p50), _seconds(figures.p95), ""))
-        rows.append((name, "(all)", str(tool.calls), "", "", f"{tool.error_rate:.1%}"))
+    rows: list[tuple[str, ...]] = [("TOOL", "STATUS", "CALLS", "P50", "P95", "ERROR RATE")]
+    for name, tool in data["tools"].items():
+        rows += _status_rows(name, tool["statuses"])
+        rows.append((name, "(all)", str(tool["calls"]), "", "", f"{tool['error_rate']:.1%}"))
     lines += ["", *_table(rows)]
-    if stats.devices:
+    if data["devices"]:
         rows = [("DEVICE", "STATUS", "CALLS", "P50", "P95", "")]
-        for name, device in sorted(stats.devices.items()):
-            rows.append((name, "(delivered)", str(device.delivered), "", "", ""))
-            for status, figures in sorted(device.statuses.items()):
-                rows.append((name, status, str(figures.count), _seconds(figures.p50), _seconds(figures.p95), ""))
+        for name, device in data["devices"].items():
+            rows.append((name, "(delivered)", str(device["delivered"]), "", "", ""))
+            rows += _status_rows(name, device["statuses"])
         lines += ["", *_table(rows)]
     return "\n".join(lines)
+
+
+def _status_rows(name: str, statuses: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (name, status, str(one["count"]), _seconds(one["p50"]), _seconds(one["p95"]), "")
+        for status, one in statuses.items()
+    ]
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:

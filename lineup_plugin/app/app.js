@@ -7,6 +7,7 @@ import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { Connection } from "./connection.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { peer } from "./envelope.js";
+import { StatusView } from "./status.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
 
@@ -132,6 +133,9 @@ ui.stop.addEventListener("click", () => {
   connection.send("agent.stop", { reason: "the user pressed stop" });
   feed.message("system", "Asked the agent to stop.");
 });
+
+const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
+$("stats-button").addEventListener("click", () => statusView.open());
 
 ui.disconnect.addEventListener("click", () => {
   connection.disconnect();

@@ -10,11 +10,9 @@ import pytest
 from playwright.async_api import Page, expect
 
 from lineup_plugin import Hub
-from lineup_plugin.config.settings import Settings
-from lineup_plugin.transports.direct.server import DirectServer
 from tests.plugin_renderers import PLAIN, renderer_registry
 
-from .conftest import TOKEN, Agent, OpenApp
+from .conftest import Agent, OpenApp, serving
 from .test_app_browser import DEPLOY, wait_for_card
 
 pytestmark = pytest.mark.browser
@@ -23,15 +21,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
     """The e2e agent, with the example plugin (its rating renderer) and the Gadgets plugin installed."""
-    settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
-    hub = Hub(renderer_registry())
-    server = DirectServer.from_settings(hub, settings)
-    await server.start()
-    try:
-        yield Agent(hub, server, server.port)
-    finally:
-        await hub.cancel_all("the test ended")
-        await server.close()
+    async with serving(Hub(renderer_registry()), tmp_path) as agent:
+        yield agent
 
 
 async def test_the_example_plugins_rating_card_answers_with_stars(agent: Agent, open_app: OpenApp) -> None:

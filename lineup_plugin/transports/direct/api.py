@@ -22,16 +22,17 @@ import logging
 import math
 from collections.abc import Callable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from ...errors import StoreError
+from ...errors import StoreError, TransportError
 from ...hub import Hub
 from ...stats import store_stats
-from .auth import AuthThrottle, token_matches
+from .auth import TOKEN_FILE, AuthThrottle, load_or_create_token, token_matches
 
 log = logging.getLogger(__name__)
 
@@ -134,3 +135,33 @@ class HttpApi:
         except StoreError as exc:
             return problem(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
         return json_response(HTTPStatus.OK, stats.as_json())
+
+
+def request_stats(host: str, port: int, token: str | None, data_dir: Path, *, since: float | None = None) -> Any:
+    """Ask the direct server on ``host:port`` for its metering (``GET /api/stats``), as JSON data.
+
+    How ``lineup stats`` counts while a server holds the store. The token is ``token`` or the one
+    in ``<data_dir>/token`` (never created here). A server listening on every interface is asked
+    on the loopback address. Raises TransportError saying why it could not be asked.
+    """
+    import httpx
+
+    if not token and not (data_dir / TOKEN_FILE).is_file():
+        raise TransportError(f"no token in {data_dir / TOKEN_FILE}: the serving process has no direct server")
+    token = load_or_create_token(token, data_dir)
+    address = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    url = f"http://{f'[{address}]' if ':' in address else address}:{port}/api/stats"
+    params = {"since": repr(since)} if since is not None else {}
+    try:
+        with httpx.Client(trust_env=False, timeout=10.0) as client:  # never through a proxy: the token goes along
+            answer = client.get(url, params=params, headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        raise TransportError(f"cannot ask the server at {url}: {exc}") from exc
+    try:
+        data = answer.json()
+    except ValueError:
+        data = None
+    if answer.status_code != HTTPStatus.OK or not isinstance(data, dict):
+        why = data.get("error") if isinstance(data, dict) else None
+        raise TransportError(f"the server at {url} answered {answer.status_code}: {why or 'not LineUp metering'}")
+    return data
