@@ -33,8 +33,8 @@ export class PluginRenderers {
   }
 }
 
-/** The module's renderer, or an error naming what is wrong with it. */
-function checked(module) {
+/** The renderer of a module (its default export), or an error naming what is wrong with it. */
+export function checked(module) {
   const renderer = module.default;
   if (!renderer || typeof renderer !== "object" || typeof renderer.render !== "function") {
     throw new Error("its module does not export default { render(card, args, context) }");
