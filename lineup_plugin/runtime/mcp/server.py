@@ -100,11 +100,9 @@ class _Server(Server[dict[str, Any]]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        """The SDK's options, with tool list changes announced and MCP Apps offered unless told otherwise."""
+        """The SDK's options, with tool list changes announced unless told otherwise."""
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
-            experimental_capabilities,
-            {APPS_EXTENSION: {}} if extensions is None else extensions,
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
         )
 
 
@@ -138,6 +136,7 @@ class LineUpMcpServer:
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         self.server.middleware.append(self._remember_session)
+        self.server.extensions[APPS_EXTENSION] = {}  # MCP Apps: the card pages (see the module docstring)
         self._sessions: deque[ServerSession] = deque(maxlen=MAX_SESSIONS)
         #: the card pages of MCP Apps hosts: which call each shows, and their answers
         self.cards = HostCards(runtime.service)

@@ -144,6 +144,8 @@ def card_page(tool: str, *, label: str, renderer: Renderer | None = None, app: T
             return module if path == PLUGIN_MODULE else read_app(path)
 
         try:
+            if _IMPORT_NAMES.search(module) or _IMPORT_DEFAULT.search(module):
+                raise RendererError("a renderer module imports nothing (it gets h in its context)")
             script = bundle(read_with_plugin, ENTRY)
         except RendererError as exc:
             log.warning("lineup mcp: the renderer of %s is left out of the MCP Apps card: %s", tool, exc)
