@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from lineup_plugin.errors import RendererError
 from lineup_plugin.runtime.mcp.server import APPS_EXTENSION
-from lineup_plugin.runtime.mcp.view import APP_MIME_TYPE, ENTRY, bundle, card_page, packaged_app
+from lineup_plugin.runtime.mcp.view import APP_MIME_TYPE, bundle, card_page, packaged_app
 from lineup_plugin.tools.renderers import read_module
 
 from .conftest import Lineup, stdio_client
@@ -36,7 +36,9 @@ def apps_client(lineup: Lineup, **options: object):  # type: ignore[no-untyped-d
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_every_tool_links_its_card_page_and_only_apps_hosts_see_the_pages_tools(lineup: Lineup, mode: str) -> None:
+async def test_every_tool_links_its_card_page_and_only_apps_hosts_see_the_pages_tools(
+    lineup: Lineup, mode: str
+) -> None:
     async with stdio_client(lineup, mode=mode) as client:
         plain = {tool.name: tool for tool in (await client.list_tools()).tools}
     async with apps_client(lineup, mode=mode) as client:
@@ -47,7 +49,9 @@ async def test_every_tool_links_its_card_page_and_only_apps_hosts_see_the_pages_
     assert {"choice", "confirm", "input", "calculator", "canvas"} <= set(plain)
     for name, tool in plain.items():
         assert tool.meta == {"ui": {"resourceUri": f"ui://lineup/card/{name}"}}
-    assert "lineup_card" not in plain and "lineup_answer" not in plain  # a host without MCP Apps shows its model every tool
+    assert (
+        "lineup_card" not in plain and "lineup_answer" not in plain
+    )  # a host without MCP Apps shows its model every tool
     assert set(listed) - set(plain) == {"lineup_card", "lineup_answer"}
     for name in ("lineup_card", "lineup_answer"):
         assert listed[name].meta == {"ui": {"visibility": ["app"]}}
@@ -107,7 +111,9 @@ async def test_the_pages_tools_answer_only_calls_shown_in_the_host(lineup: Lineu
         app = await lineup.app()
         task = asyncio.create_task(client.call_tool("choice", CHOICE))
         phone = await app.next_call()
-        refused = await client.call_tool("lineup_answer", {"call_id": phone.call_id, "status": "completed", "result": {}})
+        refused = await client.call_tool(
+            "lineup_answer", {"call_id": phone.call_id, "status": "completed", "result": {}}
+        )
         assert refused.is_error and "was not shown in this host" in body_text(refused)
         missing = await client.call_tool("lineup_card", {"tool": "choice", "arguments": {"question": "Other?"}})
         assert missing.is_error and "no choice call with these arguments waits" in body_text(missing)
@@ -121,21 +127,22 @@ async def test_the_pages_tools_answer_only_calls_shown_in_the_host(lineup: Lineu
             ("completed", {"selected": "staging", "index": 0, "deep": DEEP}, "nested deeper than 32 levels"),
             ("expired", {}, "an answer is a status"),
         ]:
-            bad = await client.call_tool("lineup_answer", {"call_id": call["call_id"], "status": status, "result": result})
+            bad = await client.call_tool(
+                "lineup_answer", {"call_id": call["call_id"], "status": status, "result": result}
+            )
             assert bad.is_error and why in body_text(bad), body_text(bad)
         assert not task.done()  # every bad answer left the call waiting
 
         applied = await client.call_tool(
-            "lineup_answer", {"call_id": call["call_id"], "status": "completed", "result": {"selected": "production", "index": 1}}
+            "lineup_answer",
+            {"call_id": call["call_id"], "status": "completed", "result": {"selected": "production", "index": 1}},
         )
         assert not applied.is_error
         result = await asyncio.wait_for(task, 30)
         assert result.structured_content == {"selected": "production", "index": 1}
         cancel = await app.next("tool.cancel")
         assert cancel.payload.reason == "answered on another device"  # type: ignore[union-attr]
-        late = await client.call_tool(
-            "lineup_answer", {"call_id": call["call_id"], "status": "rejected", "result": {}}
-        )
+        late = await client.call_tool("lineup_answer", {"call_id": call["call_id"], "status": "rejected", "result": {}})
         assert late.is_error and "already ended as completed" in body_text(late)
         await app.close()
     assert body(result)["status"] == "completed"
