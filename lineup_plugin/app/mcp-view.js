@@ -156,11 +156,6 @@ bridge.on("ui/notifications/tool-cancelled", ({ reason }) => {
   end(endReason(ended));
 });
 
-new ResizeObserver(() => {
-  const { width, height } = document.documentElement.getBoundingClientRect();
-  bridge.notify("ui/notifications/size-changed", { width: Math.ceil(width), height: Math.ceil(height) });
-}).observe(document.documentElement);
-
 /** The handshake: the host sends the call's arguments once it is done. */
 async function start() {
   const started = await bridge.request("ui/initialize", {
@@ -170,6 +165,10 @@ async function start() {
   });
   if (started?.hostContext?.theme) document.documentElement.style.colorScheme = started.hostContext.theme;
   bridge.notify("ui/notifications/initialized", {});
+  new ResizeObserver(() => {
+    const { width, height } = document.documentElement.getBoundingClientRect();
+    bridge.notify("ui/notifications/size-changed", { width: Math.ceil(width), height: Math.ceil(height) });
+  }).observe(document.documentElement);
 }
 
 start().catch((error) => notice(`The host did not start this card: ${error.message}`));
