@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp import Client, types
-from playwright.async_api import Browser, FrameLocator, Page, expect
+from playwright.async_api import Browser, FrameLocator, Locator, Page, expect
 
+from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from tests.mcp.conftest import Lineup, make_lineup
 from tests.mcp.test_mcp_apps import apps_client
 from tests.mcp.test_mcp_stdio import CHOICE
+from tests.wsapp import WsApp
 
 from .browser import PHONE
 
@@ -77,26 +80,46 @@ def lineup(tmp_path: Path) -> Lineup:
     return make_lineup(tmp_path)
 
 
+@dataclass
+class Scene:
+    """One waiting MCP call of ``tool``: the phone (a WebSocket App) and the host page both show its card."""
+
+    page: Page
+    phone: WsApp
+    call: asyncio.Task[types.CallToolResult]
+    on_phone: ToolCall
+
+    @property
+    def card(self) -> Locator:
+        """The host's card of the call."""
+        return view(self.page).locator(f'article.card[data-call-id="{self.on_phone.call_id}"]')
+
+
+@asynccontextmanager
+async def scene(browser: Browser, lineup: Lineup, tool: str, arguments: dict[str, Any]) -> AsyncIterator[Scene]:
+    async with apps_client(lineup) as client:
+        phone = await lineup.app()
+        call = asyncio.create_task(client.call_tool(tool, arguments))
+        on_phone = await phone.next_call()
+        async with host(browser, client, tool, arguments) as page:
+            yield Scene(page, phone, call, on_phone)
+        await phone.close()
+
+
 async def test_the_card_renders_in_the_host_and_its_answer_completes_the_mcp_call(
     browser: Browser, lineup: Lineup
 ) -> None:
-    async with apps_client(lineup) as client:
-        phone = await lineup.app()
-        call = asyncio.create_task(client.call_tool("choice", CHOICE))
-        on_phone = await phone.next_call()
-        async with host(browser, client, "choice", CHOICE) as page:
-            card = view(page).locator(f'article.card[data-call-id="{on_phone.call_id}"]')
-            await expect(card.get_by_role("heading")).to_have_text("Deploy where?")
-            await card.get_by_role("button", name="production").click()
-            result = await asyncio.wait_for(call, 30)
-            assert result.structured_content == {"selected": "production", "index": 1}
-            cancel = await phone.next("tool.cancel")
-            assert (cancel.payload.call_id, cancel.payload.reason) == (on_phone.call_id, "answered on another device")  # type: ignore[union-attr]
-            await expect(card).to_contain_text("You chose: production")
-            await ended(page, result)  # the host hands the page its own answer: nothing changes
-            await expect(card).to_have_attribute("data-state", "completed")
-            seen = await page.evaluate("seen")
-        await phone.close()
+    async with scene(browser, lineup, "choice", CHOICE) as it:
+        await expect(it.card.get_by_role("heading")).to_have_text("Deploy where?")
+        await it.card.get_by_role("button", name="production").click()
+        result = await asyncio.wait_for(it.call, 30)
+        assert result.structured_content == {"selected": "production", "index": 1}
+        cancel = await it.phone.next("tool.cancel")
+        assert cancel.payload == ToolCancel(call_id=it.on_phone.call_id, reason="answered on another device")
+        await expect(it.card).to_contain_text("You chose: production")
+        await ended(it.page, result)  # the host hands the page its own answer: nothing changes
+        await expect(it.card).to_have_attribute("data-state", "completed")
+        seen = await it.page.evaluate("seen")
     assert json.loads(result.content[0].text)["status"] == "completed"  # type: ignore[union-attr]
     said = [method for method in seen if method != "ui/notifications/size-changed"]
     assert said == [
@@ -109,21 +132,15 @@ async def test_the_card_renders_in_the_host_and_its_answer_completes_the_mcp_cal
 
 
 async def test_an_answer_on_the_phone_dismisses_the_host_card(browser: Browser, lineup: Lineup) -> None:
-    async with apps_client(lineup) as client:
-        phone = await lineup.app()
-        call = asyncio.create_task(client.call_tool("input", FORM))
-        on_phone = await phone.next_call()
-        async with host(browser, client, "input", FORM) as page:
-            card = view(page).locator(f'article.card[data-call-id="{on_phone.call_id}"]')
-            await expect(card.get_by_label("City")).to_be_visible()
-            await phone.answer(on_phone, values={"city": "Lyon"})
-            result = await asyncio.wait_for(call, 30)
-            assert result.structured_content == {"values": {"city": "Lyon"}}
-            await ended(page, result)
-            await expect(card).to_have_attribute("data-state", "dismissed")
-            await expect(card).to_contain_text("Answered on another device")
-            await expect(card.get_by_label("City")).to_be_disabled()
-        await phone.close()
+    async with scene(browser, lineup, "input", FORM) as it:
+        await expect(it.card.get_by_label("City")).to_be_visible()
+        await it.phone.answer(it.on_phone, values={"city": "Lyon"})
+        result = await asyncio.wait_for(it.call, 30)
+        assert result.structured_content == {"values": {"city": "Lyon"}}
+        await ended(it.page, result)
+        await expect(it.card).to_have_attribute("data-state", "dismissed")
+        await expect(it.card).to_contain_text("Answered on another device")
+        await expect(it.card.get_by_label("City")).to_be_disabled()
 
 
 async def test_a_host_card_of_a_call_that_failed_says_why(browser: Browser, lineup: Lineup) -> None:
