@@ -2,11 +2,25 @@
 // calls, answer time p50/p95, error rate — what `lineup stats` prints, for the App's user.
 
 import { h } from "./dom.js";
+import { deviceId } from "./envelope.js";
 
-const SINCE = { "": "Everything kept", 3600: "Last hour", 86400: "Last 24 hours", 604800: "Last 7 days" };
+/** The periods to show: seconds back from now ("" = everything the agent keeps). */
+const SINCE = [
+  ["", "Everything kept"],
+  ["3600", "Last hour"],
+  ["86400", "Last 24 hours"],
+  ["604800", "Last 7 days"],
+];
 
 const seconds = (value) => (value === null || value === undefined ? "–" : `${value.toFixed(1)} s`);
+const times = (one) => `${seconds(one.p50)} / ${seconds(one.p95)}`;
 const percent = (value) => `${(value * 100).toFixed(1)} %`;
+
+/** A device as people read it: this one, or its id shortened (the whole id on hover). */
+function device(id) {
+  if (id === deviceId()) return h("span", { title: id }, "This device");
+  return h("span", { title: id }, id.length > 16 ? `${id.slice(0, 14)}…` : id);
+}
 
 function table(caption, head, rows) {
   return h(
@@ -18,8 +32,9 @@ function table(caption, head, rows) {
   );
 }
 
+/** One row per status; `name()` makes the first cell of each (a node belongs to one row only). */
 function statusRows(name, statuses) {
-  return Object.entries(statuses).map(([status, one]) => [name, status, String(one.count), seconds(one.p50), seconds(one.p95)]);
+  return Object.entries(statuses).map(([status, one]) => [name(), status, String(one.count), times(one)]);
 }
 
 /** The figures of one /api/stats answer as elements. */
@@ -28,14 +43,15 @@ export function renderStats(data) {
     + (data.first_record ? `; the agent's log goes back to ${new Date(data.first_record).toLocaleString()}` : ""))];
   if (!data.calls) return parts;
   const tools = Object.entries(data.tools);
-  parts.push(table("By tool", ["Tool", "Status", "Calls", "p50", "p95"], tools.flatMap(([name, tool]) => statusRows(name, tool.statuses))));
+  const head = ["Status", "Calls", "p50 / p95"];
+  parts.push(table("By tool", ["Tool", ...head], tools.flatMap(([name, tool]) => statusRows(() => name, tool.statuses))));
   parts.push(table("Error rate (failed or unsupported)", ["Tool", "Calls", "Error rate"],
     tools.map(([name, tool]) => [name, String(tool.calls), percent(tool.error_rate)])));
   const devices = Object.entries(data.devices);
   if (devices.length) {
-    parts.push(table("By device", ["Device", "Status", "Calls", "p50", "p95"], devices.flatMap(([name, device]) => [
-      [name, "delivered", String(device.delivered), "", ""],
-      ...statusRows(name, device.statuses),
+    parts.push(table("By device", ["Device", ...head], devices.flatMap(([id, one]) => [
+      [device(id), "delivered", String(one.delivered), ""],
+      ...statusRows(() => device(id), one.statuses),
     ])));
   }
   return parts;
@@ -46,7 +62,7 @@ export class StatusView {
   constructor(dialog, api) {
     this.dialog = dialog;
     this.api = api;
-    this.since = h("select", { id: "stats-since" }, Object.entries(SINCE).map(([value, text]) => h("option", { value }, text)));
+    this.since = h("select", { id: "stats-since" }, SINCE.map(([value, text]) => h("option", { value }, text)));
     this.content = h("div", { class: "stats-content", role: "status", "aria-live": "polite", tabindex: "0" }); // it may scroll
     const close = h("button", { type: "button", class: "secondary" }, "Close");
     const refresh = h("button", { type: "button", class: "primary" }, "Refresh");

@@ -53,7 +53,9 @@ async def test_the_status_view_shows_calls_times_and_error_rate_per_tool_and_dev
     errors = dialog.get_by_role("table", name="Error rate (failed or unsupported)")
     await expect(errors.get_by_role("row", name="choice")).to_contain_text("0.0 %")
     devices = dialog.get_by_role("table", name="By device")
-    await expect(devices.get_by_role("row", name=device_id).first).to_contain_text("delivered2")
+    mine = devices.get_by_role("row").filter(has=page.get_by_title(device_id))
+    await expect(mine.first).to_contain_text("This devicedelivered2")
+    await expect(mine).to_have_count(3)  # delivered, completed, rejected
 
     await dialog.get_by_label("Period").select_option(label="Last hour")
     await expect(dialog.locator(".stats-summary")).to_contain_text("2 calls")
