@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, StoreError
-from .store import AuditRecord, SQLiteStore, Store, read_call_audit
+from .store import AuditRecord, read_call_audit
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -182,39 +182,57 @@ def compute(records: Iterable[AuditRecord], *, since: float | None = None) -> St
     A call counts when its ``call.created`` is among the records (the records of calls created
     earlier are left out), or when it failed before it was created (``no_app``, ``too_large``).
     """
-    calls: dict[str, _Call] = {}
-    first: float | None = None
-    for record in records:
-        first = record.at if first is None else first
-        if record.call_id is None or not record.event.startswith("call."):
-            continue
-        stage = record.event[len("call.") :]
-        call = calls.get(record.call_id)
-        if stage == "created":
-            calls[record.call_id] = _Call(tool=record.detail or record.tool, created_at=record.at)
-            continue
-        if call is None:
-            if stage != "failed" or record.detail in ("", "recovered after restart"):
-                continue  # created before the records begin
-            call = calls[record.call_id] = _Call(created_at=record.at)
-        call.tool = call.tool or record.tool
-        if stage == "delivered" and record.device_id:
-            call.delivered.add(record.device_id)
-        elif stage in TERMINAL and call.status == OPEN:
-            call.status, call.ended_at, call.device = stage, record.at, record.device_id
-    stats = Stats(since=since, first_record_at=first)
-    for call in calls.values():
-        seconds = None
-        if call.ended_at is not None and call.created_at is not None:
-            seconds = max(0.0, call.ended_at - call.created_at)
-        tool = stats.tools.setdefault(call.tool or "?", ToolStats(call.tool or "?"))
-        tool.statuses.setdefault(call.status, Figures()).add(seconds)
-        for device_id in call.delivered:
-            stats.devices.setdefault(device_id, DeviceStats(device_id)).delivered += 1
-        if call.device is not None:
-            device = stats.devices.setdefault(call.device, DeviceStats(call.device))
-            device.statuses.setdefault(call.status, Figures()).add(seconds)
-    return stats
+    meter = Meter(since=since)
+    meter.feed(records)
+    return meter.stats()
+
+
+class Meter:
+    """:func:`compute` in steps: :meth:`feed` the records page by page (oldest first), then take
+    the :meth:`stats` (how the process that holds the store meters it and still serves its Apps)."""
+
+    def __init__(self, *, since: float | None = None) -> None:
+        self.since = since
+        self._calls: dict[str, _Call] = {}
+        self._first: float | None = None
+
+    def feed(self, records: Iterable[AuditRecord]) -> None:
+        """Take the next records, oldest first."""
+        calls = self._calls
+        for record in records:
+            self._first = record.at if self._first is None else self._first
+            if record.call_id is None or not record.event.startswith("call."):
+                continue
+            stage = record.event[len("call.") :]
+            call = calls.get(record.call_id)
+            if stage == "created":
+                calls[record.call_id] = _Call(tool=record.detail or record.tool, created_at=record.at)
+                continue
+            if call is None:
+                if stage != "failed" or record.detail in ("", "recovered after restart"):
+                    continue  # created before the records begin
+                call = calls[record.call_id] = _Call(created_at=record.at)
+            call.tool = call.tool or record.tool
+            if stage == "delivered" and record.device_id:
+                call.delivered.add(record.device_id)
+            elif stage in TERMINAL and call.status == OPEN:
+                call.status, call.ended_at, call.device = stage, record.at, record.device_id
+
+    def stats(self) -> Stats:
+        """The figures of every record fed so far."""
+        stats = Stats(since=self.since, first_record_at=self._first)
+        for call in self._calls.values():
+            seconds = None
+            if call.ended_at is not None and call.created_at is not None:
+                seconds = max(0.0, call.ended_at - call.created_at)
+            tool = stats.tools.setdefault(call.tool or "?", ToolStats(call.tool or "?"))
+            tool.statuses.setdefault(call.status, Figures()).add(seconds)
+            for device_id in call.delivered:
+                stats.devices.setdefault(device_id, DeviceStats(device_id)).delivered += 1
+            if call.device is not None:
+                device = stats.devices.setdefault(call.device, DeviceStats(call.device))
+                device.statuses.setdefault(call.status, Figures()).add(seconds)
+        return stats
 
 
 def read_stats(settings: Settings, *, since: float | None = None) -> Stats:
@@ -226,13 +244,6 @@ def read_stats(settings: Settings, *, since: float | None = None) -> Stats:
     if settings.store != "sqlite":
         raise StoreError("the memory store keeps no calls once its process ends; nothing to count")
     return compute(read_call_audit(settings.database, since=since), since=since)
-
-
-def store_stats(store: Store, *, since: float | None = None) -> Stats:
-    """The metering of the store a running hub holds (on the hub's thread); StoreError for the memory store."""
-    if not isinstance(store, SQLiteStore):
-        raise StoreError("this agent keeps its calls in memory (store: memory); there is nothing to count")
-    return compute(store.call_audit(since=since), since=since)
 
 
 def format_table(stats: Stats | dict[str, Any]) -> str:

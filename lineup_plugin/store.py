@@ -494,11 +494,14 @@ class SQLiteStore(_OneChange):
         """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
         return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
 
-    def call_audit(self, *, since: float | None = None) -> list[AuditRecord]:
-        """The kept audit records about calls, oldest first, as :func:`read_call_audit` reads them from
-        another process (this is how the process that holds the store meters it: ``GET /api/stats``)."""
-        rows = self._read("reading the audit log", _READ_CALL_AUDIT, (_since(since),))
-        return [AuditRecord(*row) for row in rows]
+    def call_audit_page(
+        self, *, since: float | None = None, after: int = 0, limit: int = 5000
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Up to ``limit`` kept audit records about calls after position ``after``, oldest first, and
+        the position to read on from (None at the end): :func:`read_call_audit` in pages, for the
+        process that holds the store (``GET /api/stats``), which serves its Apps between pages."""
+        rows = self._read("reading the audit log", _READ_CALL_AUDIT_PAGE, (after, _since(since), limit))
+        return [AuditRecord(*row[1:]) for row in rows], (rows[-1][0] if len(rows) == limit else None)
 
     def close(self) -> None:
         """Close the file (idempotent); every applied batch is committed already."""
@@ -531,6 +534,13 @@ class AuditRecord(NamedTuple):
 _READ_CALL_AUDIT = """
 SELECT a.at, a.event, a.call_id, a.device_id, a.detail, c.name FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
 WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
+"""
+
+
+_READ_CALL_AUDIT_PAGE = """
+SELECT a.seq, a.at, a.event, a.call_id, a.device_id, a.detail, c.name
+FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
+WHERE a.seq > ? AND a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq LIMIT ?
 """
 
 

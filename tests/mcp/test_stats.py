@@ -183,3 +183,27 @@ async def test_the_server_answers_its_metering_to_the_token_only(tmp_path: Path)
     async with running(tmp_path / "memory") as server:  # a hub with the memory store
         status, _, body = await http_get(server.port, "/api/stats", bearer)
         assert status == 503 and "store: memory" in json.loads(body)["error"]
+
+
+async def test_the_server_counts_page_by_page_what_lineup_stats_counts_at_once(tmp_path: Path) -> None:
+    from lineup_plugin.protocol.session import Audit
+    from lineup_plugin.transports.direct.api import STATS_PAGE, store_stats
+
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    records = []
+    for i in range(STATS_PAGE):  # four records a call: two pages and more
+        call_id = f"call_{i}"
+        status = ("completed", "rejected", "failed", "expired")[i % 4]
+        records += [
+            Audit("call.created", call_id, None, ("choice", "confirm")[i % 2]),
+            Audit("call.delivered", call_id, ("phone", "tablet")[i % 2], ""),
+            Audit("tools.declared", None, "phone", "torch"),  # not about a call: left out
+            Audit(f"call.{status}", call_id, "phone" if status != "expired" else None, ""),
+        ]
+    store.apply(records)
+    paged = (await store_stats(store, None)).as_json()
+    since = (await store_stats(store, 9e9)).as_json()
+    store.close()
+    assert paged == compute(read_call_audit(tmp_path / "lineup.sqlite3")).as_json()
+    assert paged["calls"] == STATS_PAGE and paged["tools"]["confirm"]["calls"] == STATS_PAGE // 2
+    assert since["calls"] == 0
