@@ -10,6 +10,7 @@ The hierarchy::
     │   ├── DuplicateToolError   two plugins registered the same tool name
     │   ├── ArgumentsError       a call's arguments do not match the action's inputSchema
     │   └── RendererError        a plugin's App renderer cannot be registered (missing, too big, not its tool)
+    ├── HandedOverError          this process stopped serving: a live call goes on in the next one
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
@@ -69,6 +70,10 @@ class ArgumentsError(ToolError):
 class RendererError(ToolError):
     """A plugin's App renderer cannot be registered: its file is missing, too large or not a module,
     or the tool is not an App tool of that plugin."""
+
+
+class HandedOverError(LineUpError):
+    """This process stopped serving while a call was live: the call goes on in the process that serves next."""
 
 
 class ConfigError(LineUpError):

@@ -30,7 +30,10 @@ What a session guarantees:
   repeated answers are applied once; a late answer is refused with the reason; a call ends
   ``expired`` at its deadline and ``cancelled`` when either side cancels. A call id is never
   run twice: starting a known id gives back the known call.
-- **Restart**: :meth:`Session.recover` closes the calls a previous process left pending.
+- **Restart and hand-over**: :meth:`Session.recover` closes the calls a previous process left
+  pending, or (``reclaim``) keeps them live a little while for the processes that still wait on
+  them to claim them again by id; :meth:`Session.release` lets go of a live call without ending
+  it, for the next process to take over.
 """
 
 from __future__ import annotations
@@ -309,6 +312,8 @@ class Session(Generic[L]):
         #: calls that ended since the last take (not in the records until the driver applies the batch)
         self._ended_in_batch: dict[str, Call] = {}
         self._recovered = False
+        #: recovered calls nobody has claimed yet, and until when they wait for a claim
+        self._unclaimed: dict[str, float] = {}
 
     # ---------------------------------------------------------------------------- reading
 
@@ -345,11 +350,14 @@ class Session(Generic[L]):
         return self.live_call(call_id) or self._ended_in_batch.get(call_id) or self.records.get_call(call_id)
 
     def next_deadline(self) -> float | None:
-        """When the next live call expires (by ``clock``), or None when none waits."""
+        """When the next live call expires or a recovered call stops waiting for its claim (by ``clock``), or None."""
         heap = self._deadlines
         while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].expires_at != heap[0][0]):
             heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        due = [heap[0][0]] if heap else []
+        if self._unclaimed:
+            due.append(min(self._unclaimed.values()))
+        return min(due) if due else None
 
     # ------------------------------------------------------------------------------ links
 
@@ -619,20 +627,22 @@ class Session(Generic[L]):
         self.status = AgentStatus(state=state, detail=detail)
         self.broadcast(self.status)
 
-    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False) -> Call:
+    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False, forwarded: bool = False) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
 
         A call id already known (live or ended) is not started again: its call is returned as it
-        stands (``new_id``: the caller has just made the id with :func:`codec.new_id`, so no
-        lookup is needed). With no device attached the call ends ``failed`` (``no_app``) at once,
-        recorded like any other.
+        stands, and a recovered call waiting for its claim is claimed (``new_id``: the caller
+        has just made the id with :func:`codec.new_id`, so no lookup is needed). With no device
+        attached the call ends ``failed`` (``no_app``) at once, recorded like any other.
+        ``forwarded``: another process of the agent made the call and waits on it here.
         """
         known = None if new_id else self.lookup(request.call_id)
         if known is not None:
+            self.claim(known.call_id)
             return known
         now = self.clock()
         if not self._attached:
-            call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
+            call = Call(request=request, conversation_id=self.conversation_id, created_at=now, forwarded=forwarded)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
@@ -640,7 +650,13 @@ class Session(Generic[L]):
             return call
         expires_at = now + max(0.0, wait)
         request.expires_at = format_timestamp(expires_at)
-        call = Call(request=request, conversation_id=self.conversation_id, created_at=now, expires_at=expires_at)
+        call = Call(
+            request=request,
+            conversation_id=self.conversation_id,
+            created_at=now,
+            expires_at=expires_at,
+            forwarded=forwarded,
+        )
         too_long = self._too_long(call)
         if too_long is not None:
             call.end("failed", too_long, now=now, error="too_large")
@@ -693,10 +709,33 @@ class Session(Generic[L]):
         for link, device_id in self._attached.items():
             self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
 
+    def claim(self, call_id: str) -> bool:
+        """The agent's side waits on call ``call_id`` again: a recovered call then lives on to its deadline.
+
+        True when it was a recovered call waiting for its claim.
+        """
+        return self._unclaimed.pop(call_id, None) is not None
+
+    def release(self, call_id: str) -> Call | None:
+        """Let go of live call ``call_id`` without ending it: this process stops serving, another takes it over.
+
+        Nothing is written and nobody is told: the call stays pending in the records, the devices
+        keep showing its card, and the next session on the same records recovers it (``reclaim``).
+        Returns the call, or None when it is not live.
+        """
+        self._unclaimed.pop(call_id, None)
+        return self._live.pop(call_id, None)
+
     def tick(self) -> int:
-        """End every live call whose deadline has passed; returns how many."""
+        """End every live call whose deadline has passed, and every recovered call nobody claimed in time; how many."""
         now = self.clock()
         count = 0
+        for call_id, until in list(self._unclaimed.items()):
+            if until <= now:
+                del self._unclaimed[call_id]
+                item = self._live[call_id]
+                result = failure(call_id, item.request.name, "cancelled", RESTARTED)
+                count += self._finish(item, result, reason=RESTARTED)
         while (due := self.next_deadline()) is not None and due <= now:
             _, call_id = heapq.heappop(self._deadlines)
             item = self._live[call_id]
@@ -704,23 +743,36 @@ class Session(Generic[L]):
             count += self._finish(item, result, reason=f"expired: {EXPIRED}")
         return count
 
-    def recover(self) -> list[Call]:
-        """Once per session: close the calls a previous process left pending (their waiter is gone).
+    def recover(self, *, reclaim: float = 0.0) -> list[Call]:
+        """Once per session: the calls a previous process left pending; returns those closed now.
 
-        Calls past their deadline end ``expired``, the others ``cancelled``; an App that still
-        shows one of them has its card closed with that reason when it reconnects. So a store
-        belongs to one session: a second one on the same store would close the first one's calls.
+        Calls past their deadline end ``expired``, the others ``cancelled`` at once (their waiter
+        is gone); an App that still shows one of them has its card closed with that reason when
+        it reconnects — except, with ``reclaim`` > 0, the calls another process forwarded (a
+        hand-over: the process that served is gone, but the one that asked may still wait): they
+        stay live and are delivered to the devices as before; one started again by its id within
+        ``reclaim`` seconds (:meth:`start_call`) lives on to its own deadline, the others end
+        ``cancelled`` then. A store belongs to one session at a time: a second one on
+        the same store would close the first one's calls.
         """
         if self._recovered:
             return []
         self._recovered = True
         now = self.clock()
-        closed = self.records.pending_calls()
-        for call in closed:
+        closed = []
+        for call in self.records.pending_calls():
+            if reclaim > 0 and call.forwarded and call.expires_at is not None and call.expires_at > now:
+                self._live[call.call_id] = call
+                heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+                self._unclaimed[call.call_id] = now + reclaim
+                self._out.new_deadline = True
+                self._audit("call.recovered", call_id=call.call_id, detail=f"waits {reclaim:g} s for its caller")
+                continue
             if not call.expire_if_due(now):
                 call.end("cancelled", RESTARTED, now=now)
             self._save(call)
             self._audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+            closed.append(call)
         return closed
 
     # ------------------------------------------------------------------------------ shared

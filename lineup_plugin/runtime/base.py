@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..protocol.messages import ToolResult
+    from ..protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,14 @@ class AgentRuntime(ABC):
     def may_print(self) -> bool:
         """Whether LineUp may print to this process's terminal (the App's link, its QR code); False when quiet."""
         return True
+
+    def call_origin(self) -> Origin | None:
+        """Which session of the agent makes the tool call running on this thread (shown on the App's card).
+
+        None: the process's kind decides (see :meth:`LineUpService.origin
+        <lineup_plugin.runtime.service.LineUpService.origin>`).
+        """
+        return None
 
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
         """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""

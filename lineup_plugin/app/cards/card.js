@@ -2,6 +2,23 @@
 
 import { h, uid } from "../dom.js";
 
+/** How the card names the agent session that asks (tool.call `origin`), e.g. "CLI · hermes". */
+const ORIGIN_TEXT = {
+  cli: "CLI",
+  chat: "One-shot chat",
+  gateway: "Gateway chat",
+  cron: "Cron job",
+  subagent: "Subagent",
+  mcp: "MCP client",
+  process: "Agent process",
+};
+
+export function originText(origin) {
+  if (!origin || typeof origin !== "object") return "";
+  const kind = ORIGIN_TEXT[origin.kind] ?? "Agent";
+  return typeof origin.label === "string" && origin.label ? `${kind} · ${origin.label}` : kind;
+}
+
 const STATUS_TEXT = {
   completed: "Done",
   rejected: "Rejected",
@@ -28,7 +45,12 @@ export class Card {
     this.el = h(
       "article",
       { class: "card", tabindex: "-1", "data-call-id": call.call_id, "data-tool": call.name, "data-state": "waiting" },
-      h("header", { class: "card-head" }, this.tag),
+      h(
+        "header",
+        { class: "card-head" },
+        this.tag,
+        call.origin ? h("span", { class: "card-origin", title: "Which agent session asks" }, originText(call.origin)) : null,
+      ),
       this.body,
       this.outcome,
     );

@@ -25,9 +25,9 @@ JSON Schemas are LineUp's, not derived from Python signatures):
   (:mod:`.apps`, :mod:`.view`). Other clients see the same tools and results as before.
 
 The same process serves the App (the direct server on :9527 or the relay, as the settings say),
-under the data directory's server lock: if another process (a Hermes gateway, say) serves it,
-``tools/list`` still answers and every call fails ``not_owner`` with a message saying which
-process to stop.
+under the data directory's server lock; if another process (a Hermes gateway, say) serves it,
+every call is forwarded to that process (:mod:`lineup_plugin.runtime.forward`), so Hermes and
+MCP clients share one App, and this process takes over serving if that one goes away.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ class LineUpMcpServer:
         service.bridge.sync()
         if not service.serving:
             line = service.status_line(show_link=False)
-            print(f"lineup mcp: {line} LineUp tools fail until it stops.", file=sys.stderr, flush=True)
+            print(f"lineup mcp: {line} Calls are forwarded to it.", file=sys.stderr, flush=True)
         elif not sys.stderr.isatty():  # on a terminal the service drew the link as a QR code already
             print(f"lineup mcp: {service.status_line(show_link=True)}", file=sys.stderr, flush=True)
 
