@@ -491,6 +491,14 @@ class Hub:
         call = self.session.lookup(call_id)
         return call.result if call is not None and call.done else None
 
+    async def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
+        as a device's answer, the first wins and every device's card is dismissed. Returns why it
+        was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
+        refused = self.session.answer_from(surface, result)
+        self._flush()
+        return refused
+
     async def cancel(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
         """Cancel a live call on every device; returns False if it was not live."""
         cancelled = self.session.cancel_call(call_id, reason)

@@ -498,6 +498,15 @@ class SQLiteStore(_OneChange):
         """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
         return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
 
+    def call_audit_page(
+        self, *, since: float | None = None, after: int = 0, limit: int = 5000
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Up to ``limit`` kept audit records about calls after position ``after``, oldest first, and
+        the position to read on from (None at the end): :func:`read_call_audit` in pages, for the
+        process that holds the store (``GET /api/stats``), which serves its Apps between pages."""
+        rows = self._read("reading the audit log", _READ_CALL_AUDIT_PAGE, (after, _since(since), limit))
+        return [AuditRecord(*row[1:]) for row in rows], (rows[-1][0] if len(rows) == limit else None)
+
     def close(self) -> None:
         """Close the file (idempotent); every applied batch is committed already."""
         if self._closed:
@@ -532,6 +541,17 @@ WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
 """
 
 
+_READ_CALL_AUDIT_PAGE = """
+SELECT a.seq, a.at, a.event, a.call_id, a.device_id, a.detail, c.name
+FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
+WHERE a.seq > ? AND a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq LIMIT ?
+"""
+
+
+def _since(since: float | None) -> float:
+    return since if since is not None else float("-inf")
+
+
 def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None) -> list[AuditRecord]:
     """The kept audit records about calls (``call.*``) in the store file ``path``, oldest first; read-only.
 
@@ -551,7 +571,7 @@ def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None)
     try:
         if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
             raise StoreError(f"{where} is not a lineup store")
-        rows = db.execute(_READ_CALL_AUDIT, (since if since is not None else float("-inf"),)).fetchall()
+        rows = db.execute(_READ_CALL_AUDIT, (_since(since),)).fetchall()
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreBusyError(f"the store {where} is in use by the process serving the App") from exc

@@ -1,11 +1,13 @@
 // The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
 
+import { agentApi } from "./api.js";
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { Connection } from "./connection.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { peer } from "./envelope.js";
+import { StatusView } from "./status.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
 
@@ -55,6 +57,7 @@ function showChat() {
 const HANDLERS = {
   "device.welcome": (payload) => {
     if (payload.agent?.id) peer.agentId = payload.agent.id;
+    deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = peer.agentId;
     const wasHidden = ui.chatView.hidden;
     showChat();
@@ -130,6 +133,9 @@ ui.stop.addEventListener("click", () => {
   connection.send("agent.stop", { reason: "the user pressed stop" });
   feed.message("system", "Asked the agent to stop.");
 });
+
+const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
+$("stats-button").addEventListener("click", () => statusView.open());
 
 ui.disconnect.addEventListener("click", () => {
   connection.disconnect();

@@ -89,6 +89,14 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     )
 
 
+def _unknown_call(call_id: str) -> str:
+    return f"unknown call {call_id!r}; the answer was not applied"
+
+
+def _call_closed(call: Call) -> str:
+    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
+
+
 def closed_reason(call: Call | None) -> str:
     """Why a card the App still shows is closed: how its call ended (and the recorded message)."""
     if call is None:
@@ -510,27 +518,48 @@ class Session(Generic[L]):
     def _on_result(self, link: L, device_id: str, result: ToolResult, ref: str) -> None:
         item = self._live.get(result.call_id)
         if item is not None:
-            request = item.request
-            problem = None
-            if result.status == "completed":
-                problem = self.catalog.check_result(request.name, request.action, result.result)
+            problem = self._invalid(item, result, device_id)
             if problem is not None:  # the call stays live: the App may answer again
-                problem = bounded(problem)  # it may quote the App's value
-                self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
                 self.reply(link, Error(code="invalid_result", message=problem, ref=ref, call_id=result.call_id))
                 return
             self._finish(item, result, by=link)
             return
         ended = self.records.get_call(result.call_id)
         if ended is None:
-            message = f"unknown call {result.call_id!r}; the answer was not applied"
+            message = _unknown_call(result.call_id)
             self.reply(link, Error(code="unknown_call", message=message, ref=ref, call_id=result.call_id))
             return
         if ended.result is not None and (ended.result.status, ended.result.result) == (result.status, result.result):
             return  # the same answer again: already applied
         self._audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
-        message = f"call {result.call_id!r} already ended as {ended.state}; this answer was not applied"
+        message = _call_closed(ended)
         self.reply(link, Error(code="call_closed", message=message, ref=ref, call_id=result.call_id))
+
+    def _invalid(self, item: Call, result: ToolResult, device_id: str) -> str | None:
+        """Why a ``completed`` answer breaks the tool's ``outputSchema`` (audited), or None."""
+        if result.status != "completed":
+            return None
+        problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
+        if problem is None:
+            return None
+        problem = bounded(problem)  # it may quote the App's value
+        self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
+        return problem
+
+    def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """An answer given on a surface that is no attached device (the card an MCP Apps host shows
+        inline), under a device's rules: the first answer wins, every device's card is dismissed
+        ("answered on another device"), a ``completed`` answer must fit the tool's ``outputSchema``.
+        Returns why it was not applied, or None; ``surface`` names it in the audit log.
+        """
+        item = self._live.get(result.call_id)
+        if item is None:
+            ended = self.records.get_call(result.call_id)
+            return _unknown_call(result.call_id) if ended is None else _call_closed(ended)
+        problem = self._invalid(item, result, surface)
+        if problem is None:
+            self._finish(item, result, surface=surface)
+        return problem
 
     def _on_ack(self, device_id: str, ack: ToolAck) -> None:
         item = self._live.get(ack.call_id)
@@ -773,19 +802,31 @@ class Session(Generic[L]):
             self._save(call)
         self._audit("call.delivered", call_id=call.call_id, device_id=device_id)
 
-    def _finish(self, call: Call, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
-        """The one way a live call ends: the first terminal result wins, the other devices are told."""
+    def _finish(
+        self,
+        call: Call,
+        result: ToolResult,
+        *,
+        by: L | None = None,
+        reason: str | None = None,
+        surface: str | None = None,
+    ) -> bool:
+        """The one way a live call ends: the first terminal result wins, the other devices are told.
+
+        ``by``: the device's link that answered; ``surface``: what answered when no device did.
+        """
         if not call.finish(result, now=self.clock()):
             self._audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
         self._save(call)
-        by_device = self._links[by].device_id if by is not None and by in self._links else None
+        by_device = self._links[by].device_id if by is not None and by in self._links else surface
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self._ended(call)
         others = [(link, device_id) for link, device_id in self._attached.items() if link != by]
         if others:
-            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
+            answered = by is not None or surface is not None
+            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
             for link, device_id in others:
                 self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
         return True

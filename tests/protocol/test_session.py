@@ -625,6 +625,37 @@ def test_second_answer_from_the_other_device_is_refused_call_closed() -> None:
     assert rig.records.calls["c1"].result.result == {"selected": "a"}
 
 
+def test_an_answer_from_another_surface_wins_and_every_device_is_told_answered_elsewhere() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.connect("laptop")
+    rig.start("c1")
+
+    assert rig.session.answer_from("mcp-host", result("c1", "b")) is None
+    batch = rig.drain()
+
+    [ended] = batch.ended
+    assert ended.state == CallState.COMPLETED and ended.result is not None and ended.result.result == {"selected": "b"}
+    for device in ("phone", "laptop"):
+        assert [(c.call_id, c.reason) for c in cancels(batch, device)] == [("c1", ANSWERED_ELSEWHERE)]
+    assert [(a.event, a.device_id) for a in audits(batch)] == [("call.completed", "mcp-host")]
+
+
+def test_an_answer_from_another_surface_after_a_device_answered_is_refused_saying_how_it_ended() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.start("c1")
+    rig.send("phone", result("c1", "a"))
+
+    refused = rig.session.answer_from("mcp-host", result("c1", "b"))
+
+    assert refused == "call 'c1' already ended as completed; this answer was not applied"
+    assert rig.session.answer_from("mcp-host", result("nope")) == "unknown call 'nope'; the answer was not applied"
+    batch = rig.drain()
+    assert batch.ended == [] and sent(batch, "phone") == []
+    assert rig.records.calls["c1"].result is not None and rig.records.calls["c1"].result.result == {"selected": "a"}
+
+
 # ----------------------------------------------------------------------------------- cancel
 
 

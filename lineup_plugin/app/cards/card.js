@@ -41,18 +41,25 @@ export class Card {
     this.dismissed = false;
     this.body = h("fieldset", { class: "card-body" });
     this.outcome = h("p", { class: "card-outcome", role: "status", hidden: true });
+    this.tag = h("span", { class: "card-tag" }, label);
     this.el = h(
       "article",
       { class: "card", tabindex: "-1", "data-call-id": call.call_id, "data-tool": call.name, "data-state": "waiting" },
       h(
         "header",
         { class: "card-head" },
-        h("span", { class: "card-tag" }, label),
+        this.tag,
         call.origin ? h("span", { class: "card-origin", title: "Which agent session asks" }, originText(call.origin)) : null,
       ),
       this.body,
       this.outcome,
     );
+  }
+
+  /** Take a renderer's label and whether it waits for the user (a plugin's is known once loaded). */
+  use({ label, interactive }) {
+    this.tag.textContent = label;
+    this.interactive = interactive;
   }
 
   /** Whether the card takes no more answers (answered here, or dismissed). */
