@@ -29,11 +29,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, StoreError, TransportError
+from .errors import ArgumentsError, HandedOverError, StoreError, TransportError
 from .protocol import codec
 from .protocol.calls import Call
 from .protocol.history import DEFAULT_RETENTION, Record, Retention
-from .protocol.messages import Actor, AgentState, Envelope, Payload, ToolCall, ToolResult
+from .protocol.messages import Actor, AgentState, Envelope, Origin, Payload, ToolCall, ToolResult
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
     AppToolCall,
@@ -128,6 +128,7 @@ class Hub:
         on_tools_changed: ToolsChangedHandler | None = None,
         clock: Callable[[], float] = time.time,
         retention: Retention = DEFAULT_RETENTION,
+        reclaim: float = 0.0,
     ) -> None:
         self.registry = registry
         self.store: Store = store if store is not None else MemoryStore()
@@ -155,8 +156,9 @@ class Hub:
         self.text_conversation = conversation_id
         #: runs of high-risk in-process tools an App called, waiting for the user's approval
         self.app_runs: set[asyncio.Task[None]] = set()
-        #: the calls a previous process left pending, closed when this hub was made
-        self.recovered: list[Call] = self.recover()
+        #: the calls a previous process left pending and this hub closed when it was made (the
+        #: others wait ``reclaim`` seconds for the processes that forwarded them to claim them again)
+        self.recovered: list[Call] = self.recover(reclaim)
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: Registry | None = None, **options: Any) -> Hub:
@@ -173,6 +175,7 @@ class Hub:
             deadline=settings.deadline,
             deadlines=settings.deadlines,
             retention=settings.retention,
+            reclaim=settings.handover_grace,
             **options,
         )
 
@@ -346,9 +349,10 @@ class Hub:
         self.session.open(link, name=link.name, verify=verify, device_id=device_id, max_text=max_text)
         self._flush()
 
-    def recover(self) -> list[Call]:
-        """Close the calls a previous process left pending (done once, when the hub is made)."""
-        closed = self.session.recover()
+    def recover(self, reclaim: float = 0.0) -> list[Call]:
+        """The calls a previous process left pending (done once, when the hub is made): see
+        :meth:`Session.recover <lineup_plugin.protocol.session.Session.recover>`."""
+        closed = self.session.recover(reclaim=reclaim)
         self._flush()
         return closed
 
@@ -434,6 +438,8 @@ class Hub:
         deadline: float | None = None,
         call_id: str | None = None,
         conversation_id: str | None = None,
+        origin: Origin | None = None,
+        detached: bool = False,
     ) -> ToolResult:
         """Call a tool and wait for its terminal result; never raises for a bad call.
 
@@ -441,9 +447,13 @@ class Hub:
 
         Bad arguments give a ``failed`` result naming the field and what was expected; no App
         connected gives ``failed`` saying so. A call id that was already made is never run
-        twice: its result is waited on or returned. If the waiting task is cancelled (the
-        runtime was interrupted) the call is cancelled on every device and the cancellation
-        propagates.
+        twice: its result is waited on or returned (a call recovered from the process that
+        served before is claimed so). If the waiting task is cancelled (the runtime was
+        interrupted) the call is cancelled on every device and the cancellation propagates —
+        unless ``detached`` (a call another process forwarded, cancelled explicitly with
+        :meth:`cancel`, and kept through a hand-over: see :meth:`release`, which raises
+        :class:`~lineup_plugin.errors.HandedOverError` in its waiters). ``origin`` says who asks
+        (shown on the card).
         """
         new_id = call_id is None
         if call_id is None:
@@ -451,6 +461,8 @@ class Hub:
         else:
             known = self.session.lookup(call_id)
             if known is not None:
+                self.session.claim(call_id)
+                self._arm_timer()
                 return await self._wait(known, owner=False)
         try:
             tool, spec = self.registry.resolve(name, action, arguments)
@@ -459,16 +471,18 @@ class Hub:
                 call_id, name, "failed", str(exc), error="invalid_arguments", field=exc.path, expected=exc.expected
             )
         risk = call_risk(tool, spec, arguments)
-        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk)
+        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk, origin=origin)
         if tool.in_process:
             result = await run_for_agent(self.registry, tool, request, self._confirm(deadline))
             self.session.record_in_process(result)
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id, conversation_id=conversation_id)
+        call = self.session.start_call(
+            request, wait=wait, new_id=new_id, forwarded=detached, conversation_id=conversation_id
+        )
         self._flush()
-        return await self._wait(call, owner=True)
+        return await self._wait(call, owner=not detached)
 
     async def agent_call(self, name: str, flat_arguments: dict[str, Any], **options: Any) -> ToolResult:
         """Call a tool with the model's flat arguments (``action`` among them for app/toolset tools)."""
@@ -496,11 +510,32 @@ class Hub:
         call = self.session.lookup(call_id)
         return call.result if call is not None and call.done else None
 
+    async def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
+        as a device's answer, the first wins and every device's card is dismissed. Returns why it
+        was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
+        refused = self.session.answer_from(surface, result)
+        self._flush()
+        return refused
+
     async def cancel(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
         """Cancel a live call on every device; returns False if it was not live."""
         cancelled = self.session.cancel_call(call_id, reason)
         self._flush()
         return cancelled
+
+    def release(self, call_id: str) -> bool:
+        """Let go of live call ``call_id`` without ending it, for the process that serves next to take over.
+
+        Nothing is written or sent; its waiters get :class:`~lineup_plugin.errors.HandedOverError`.
+        False when the call is not live.
+        """
+        if self.session.release(call_id) is None:
+            return False
+        for waiter in self._waiters.pop(call_id, ()):
+            if not waiter.done():
+                waiter.set_exception(HandedOverError(f"call {call_id} is handed over to the next serving process"))
+        return True
 
     async def cancel_all(self, reason: str) -> int:
         """Cancel every live call (e.g. the user pressed stop); returns how many."""

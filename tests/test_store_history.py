@@ -13,7 +13,7 @@ from lineup_plugin.protocol.calls import format_timestamp
 from lineup_plugin.protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
 from lineup_plugin.protocol.messages import HistoryEntry, ToolCall
 from lineup_plugin.protocol.session import Change
-from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID, MemoryStore, SQLiteStore, Store
+from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID, SCHEMA_VERSION, MemoryStore, SQLiteStore, Store
 
 START = 1_700_000_000.0
 EVERYTHING = float("-inf")
@@ -141,4 +141,4 @@ def test_a_schema_1_file_is_migrated_with_its_calls_and_a_new_history(tmp_path: 
         store.apply(entry(1, START))
         assert texts(store) == ["m1"]
     with sqlite3.connect(path) as check:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -1,5 +1,6 @@
 // The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
 
+import { agentApi } from "./api.js";
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
@@ -8,6 +9,7 @@ import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId, peer } from "./envelope.js";
 import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
+import { StatusView } from "./status.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
 
@@ -140,6 +142,7 @@ const HANDLERS = {
   "device.welcome": (payload) => {
     if (payload.agent?.id) peer.agentId = payload.agent.id;
     cursor.follow(peer.agentId);
+    deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = peer.agentId;
     const wasHidden = ui.chatView.hidden;
     showChat();
@@ -225,6 +228,9 @@ ui.stop.addEventListener("click", () => {
   connection.send("agent.stop", { reason: "the user pressed stop" });
   feed.message("system", "Asked the agent to stop.");
 });
+
+const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
+$("stats-button").addEventListener("click", () => statusView.open());
 
 ui.disconnect.addEventListener("click", () => {
   connection.disconnect();

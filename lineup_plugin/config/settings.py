@@ -36,6 +36,11 @@ class WuKongIMSettings(BaseModel):
     content_type: int = Field(default=9527, ge=1, le=2**31 - 1, description="custom content type of LineUp envelopes")
     protocol_version: int = Field(default=4, ge=2, le=5)
     device_flag: int = Field(default=2, ge=0, le=2)
+    text_cards: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="cards as plain text for the App user: auto (until their client sends a LineUp envelope), "
+        "always or never",
+    )
 
 
 class Settings(BaseModel):
@@ -62,6 +67,9 @@ class Settings(BaseModel):
     #: seconds a call made just after this process started serving waits for an App to connect
     #: before it ends ``no_app``; None: 120 on an interactive terminal, else 0
     app_grace: float | None = Field(default=None, ge=0)
+    #: seconds a process that takes over serving keeps the calls left open by the one before it,
+    #: for the processes that forwarded them to claim them again (then they end ``cancelled``)
+    handover_grace: float = Field(default=15.0, ge=0)
     max_frame_bytes: int = Field(default=1_048_576, ge=1024)
     max_queue: int = Field(default=256, ge=1)
     max_connections: int = Field(default=64, ge=1)

@@ -106,8 +106,23 @@ class ToolList(WireModel):
     request: bool = False
 
 
+#: what kind of agent session asks (the App names it on the card)
+OriginKind = Literal["cli", "chat", "gateway", "cron", "subagent", "mcp", "process"]
+
+
+class Origin(WireModel):
+    """Which agent session asks: its kind (``cli``, ``chat`` for a one-shot chat, ``gateway``,
+    ``cron``, ``subagent``, ``mcp``, ``process``) and a short label for people (e.g. the program)."""
+
+    kind: OriginKind
+    label: str | None = Field(default=None, max_length=120)
+
+
 class ToolCall(WireModel):
-    """A request to run one action of one tool; ``call_id`` pairs it with its result."""
+    """A request to run one action of one tool; ``call_id`` pairs it with its result.
+
+    ``origin`` (optional) says which agent session asks, when one agent runs several.
+    """
 
     call_id: Identifier
     name: Identifier
@@ -115,6 +130,7 @@ class ToolCall(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     expires_at: Timestamp | None = None
     risk: str | None = None
+    origin: Origin | None = None
 
 
 class ToolAck(WireModel):

@@ -30,7 +30,10 @@ What a session guarantees:
   repeated answers are applied once; a late answer is refused with the reason; a call ends
   ``expired`` at its deadline and ``cancelled`` when either side cancels. A call id is never
   run twice: starting a known id gives back the known call.
-- **Restart**: :meth:`Session.recover` closes the calls a previous process left pending.
+- **Restart and hand-over**: :meth:`Session.recover` closes the calls a previous process left
+  pending, or (``reclaim``) keeps them live a little while for the processes that still wait on
+  them to claim them again by id; :meth:`Session.release` lets go of a live call without ending
+  it, for the next process to take over.
 - **History** (:mod:`.history`): every event a device shows is numbered and kept with the
   batch that causes it; a hello with ``last_seq`` gets what it missed (``history``) before the
   live messages, which carry their entry's ``seq``. Each event belongs to a conversation
@@ -96,6 +99,14 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     return ToolResult.model_validate(
         {"call_id": call_id, "name": name, "status": status, "result": {"message": message, **extra}}
     )
+
+
+def _unknown_call(call_id: str) -> str:
+    return f"unknown call {call_id!r}; the answer was not applied"
+
+
+def _call_closed(call: Call) -> str:
+    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
 
 
 def closed_reason(call: Call | None) -> str:
@@ -327,6 +338,8 @@ class Session(Generic[L]):
         #: calls that ended since the last take (not in the records until the driver applies the batch)
         self._ended_in_batch: dict[str, Call] = {}
         self._recovered = False
+        #: recovered calls nobody has claimed yet, and until when they wait for a claim
+        self._unclaimed: dict[str, float] = {}
         #: how much history is kept; the history's state is read from the records on first use
         self.retention = retention
         self._head: int | None = None
@@ -373,11 +386,14 @@ class Session(Generic[L]):
         return self.live_call(call_id) or self._ended_in_batch.get(call_id) or self.records.get_call(call_id)
 
     def next_deadline(self) -> float | None:
-        """When the next live call expires (by ``clock``), or None when none waits."""
+        """When the next live call expires or a recovered call stops waiting for its claim (by ``clock``), or None."""
         heap = self._deadlines
         while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].expires_at != heap[0][0]):
             heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        due = [heap[0][0]] if heap else []
+        if self._unclaimed:
+            due.append(min(self._unclaimed.values()))
+        return min(due) if due else None
 
     # ------------------------------------------------------------------------------ links
 
@@ -544,27 +560,48 @@ class Session(Generic[L]):
     def _on_result(self, link: L, device_id: str, result: ToolResult, ref: str) -> None:
         item = self._live.get(result.call_id)
         if item is not None:
-            request = item.request
-            problem = None
-            if result.status == "completed":
-                problem = self.catalog.check_result(request.name, request.action, result.result)
+            problem = self._invalid(item, result, device_id)
             if problem is not None:  # the call stays live: the App may answer again
-                problem = bounded(problem)  # it may quote the App's value
-                self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
                 self.reply(link, Error(code="invalid_result", message=problem, ref=ref, call_id=result.call_id))
                 return
             self._finish(item, result, by=link)
             return
         ended = self.records.get_call(result.call_id)
         if ended is None:
-            message = f"unknown call {result.call_id!r}; the answer was not applied"
+            message = _unknown_call(result.call_id)
             self.reply(link, Error(code="unknown_call", message=message, ref=ref, call_id=result.call_id))
             return
         if ended.result is not None and (ended.result.status, ended.result.result) == (result.status, result.result):
             return  # the same answer again: already applied
         self._audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
-        message = f"call {result.call_id!r} already ended as {ended.state}; this answer was not applied"
+        message = _call_closed(ended)
         self.reply(link, Error(code="call_closed", message=message, ref=ref, call_id=result.call_id))
+
+    def _invalid(self, item: Call, result: ToolResult, device_id: str) -> str | None:
+        """Why a ``completed`` answer breaks the tool's ``outputSchema`` (audited), or None."""
+        if result.status != "completed":
+            return None
+        problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
+        if problem is None:
+            return None
+        problem = bounded(problem)  # it may quote the App's value
+        self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
+        return problem
+
+    def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """An answer given on a surface that is no attached device (the card an MCP Apps host shows
+        inline), under a device's rules: the first answer wins, every device's card is dismissed
+        ("answered on another device"), a ``completed`` answer must fit the tool's ``outputSchema``.
+        Returns why it was not applied, or None; ``surface`` names it in the audit log.
+        """
+        item = self._live.get(result.call_id)
+        if item is None:
+            ended = self.records.get_call(result.call_id)
+            return _unknown_call(result.call_id) if ended is None else _call_closed(ended)
+        problem = self._invalid(item, result, surface)
+        if problem is None:
+            self._finish(item, result, surface=surface)
+        return problem
 
     def _on_ack(self, device_id: str, ack: ToolAck) -> None:
         item = self._live.get(ack.call_id)
@@ -765,24 +802,32 @@ class Session(Generic[L]):
             self.reply(link, message)
 
     def start_call(
-        self, request: ToolCall, *, wait: float, new_id: bool = False, conversation_id: str | None = None
+        self,
+        request: ToolCall,
+        *,
+        wait: float,
+        new_id: bool = False,
+        forwarded: bool = False,
+        conversation_id: str | None = None,
     ) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
 
         The call belongs to ``conversation_id`` (default: the session's) and is kept in its history.
 
         A call id already known (live or ended) is not started again: its call is returned as it
-        stands (``new_id``: the caller has just made the id with :func:`codec.new_id`, so no
-        lookup is needed). With no device attached the call ends ``failed`` (``no_app``) at once,
-        recorded like any other.
+        stands, and a recovered call waiting for its claim is claimed (``new_id``: the caller
+        has just made the id with :func:`codec.new_id`, so no lookup is needed). With no device
+        attached the call ends ``failed`` (``no_app``) at once, recorded like any other.
+        ``forwarded``: another process of the agent made the call and waits on it here.
         """
         known = None if new_id else self.lookup(request.call_id)
         if known is not None:
+            self.claim(known.call_id)
             return known
         now = self.clock()
         conversation_id = self._conversation(conversation_id)
         if not self._attached:
-            call = Call(request=request, conversation_id=conversation_id, created_at=now)
+            call = Call(request=request, conversation_id=conversation_id, created_at=now, forwarded=forwarded)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
@@ -790,7 +835,13 @@ class Session(Generic[L]):
             return call
         expires_at = now + max(0.0, wait)
         request.expires_at = format_timestamp(expires_at)
-        call = Call(request=request, conversation_id=conversation_id, created_at=now, expires_at=expires_at)
+        call = Call(
+            request=request,
+            conversation_id=conversation_id,
+            created_at=now,
+            expires_at=expires_at,
+            forwarded=forwarded,
+        )
         too_long = self._too_long(call)
         if too_long is not None:
             call.end("failed", too_long, now=now, error="too_large")
@@ -843,10 +894,33 @@ class Session(Generic[L]):
         self._ended(call)
         self._notify(call, ToolCancel(call_id=call.call_id, reason=message), self._record_end(call, None))
 
+    def claim(self, call_id: str) -> bool:
+        """The agent's side waits on call ``call_id`` again: a recovered call then lives on to its deadline.
+
+        True when it was a recovered call waiting for its claim.
+        """
+        return self._unclaimed.pop(call_id, None) is not None
+
+    def release(self, call_id: str) -> Call | None:
+        """Let go of live call ``call_id`` without ending it: this process stops serving, another takes it over.
+
+        Nothing is written and nobody is told: the call stays pending in the records, the devices
+        keep showing its card, and the next session on the same records recovers it (``reclaim``).
+        Returns the call, or None when it is not live.
+        """
+        self._unclaimed.pop(call_id, None)
+        return self._live.pop(call_id, None)
+
     def tick(self) -> int:
-        """End every live call whose deadline has passed; returns how many."""
+        """End every live call whose deadline has passed, and every recovered call nobody claimed in time; how many."""
         now = self.clock()
         count = 0
+        for call_id, until in list(self._unclaimed.items()):
+            if until <= now:
+                del self._unclaimed[call_id]
+                item = self._live[call_id]
+                result = failure(call_id, item.request.name, "cancelled", RESTARTED)
+                count += self._finish(item, result, reason=RESTARTED)
         while (due := self.next_deadline()) is not None and due <= now:
             _, call_id = heapq.heappop(self._deadlines)
             item = self._live[call_id]
@@ -854,24 +928,37 @@ class Session(Generic[L]):
             count += self._finish(item, result, reason=f"expired: {EXPIRED}")
         return count
 
-    def recover(self) -> list[Call]:
-        """Once per session: close the calls a previous process left pending (their waiter is gone).
+    def recover(self, *, reclaim: float = 0.0) -> list[Call]:
+        """Once per session: the calls a previous process left pending; returns those closed now.
 
-        Calls past their deadline end ``expired``, the others ``cancelled``; an App that still
-        shows one of them has its card closed with that reason when it reconnects. So a store
-        belongs to one session: a second one on the same store would close the first one's calls.
+        Calls past their deadline end ``expired``, the others ``cancelled`` at once (their waiter
+        is gone); an App that still shows one of them has its card closed with that reason when
+        it reconnects — except, with ``reclaim`` > 0, the calls another process forwarded (a
+        hand-over: the process that served is gone, but the one that asked may still wait): they
+        stay live and are delivered to the devices as before; one started again by its id within
+        ``reclaim`` seconds (:meth:`start_call`) lives on to its own deadline, the others end
+        ``cancelled`` then. A store belongs to one session at a time: a second one on
+        the same store would close the first one's calls.
         """
         if self._recovered:
             return []
         self._recovered = True
         now = self.clock()
-        closed = self.records.pending_calls()
-        for call in closed:
+        closed = []
+        for call in self.records.pending_calls():
+            if reclaim > 0 and call.forwarded and call.expires_at is not None and call.expires_at > now:
+                self._live[call.call_id] = call
+                heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+                self._unclaimed[call.call_id] = now + reclaim
+                self._out.new_deadline = True
+                self._audit("call.recovered", call_id=call.call_id, detail=f"waits {reclaim:g} s for its caller")
+                continue
             if not call.expire_if_due(now):
                 call.end("cancelled", RESTARTED, now=now)
             self._save(call)
             self._audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
             self._record_end(call, None)
+            closed.append(call)
         return closed
 
     # ------------------------------------------------------------------------------ shared
@@ -901,18 +988,30 @@ class Session(Generic[L]):
             self._save(call)
         self._audit("call.delivered", call_id=call.call_id, device_id=device_id)
 
-    def _finish(self, call: Call, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
-        """The one way a live call ends: the first terminal result wins, the other devices are told."""
+    def _finish(
+        self,
+        call: Call,
+        result: ToolResult,
+        *,
+        by: L | None = None,
+        reason: str | None = None,
+        surface: str | None = None,
+    ) -> bool:
+        """The one way a live call ends: the first terminal result wins, the other devices are told.
+
+        ``by``: the device's link that answered; ``surface``: what answered when no device did.
+        """
         if not call.finish(result, now=self.clock()):
             self._audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
         self._save(call)
-        by_device = self._links[by].device_id if by is not None and by in self._links else None
+        by_device = self._links[by].device_id if by is not None and by in self._links else surface
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self._ended(call)
         seq = self._record_end(call, by_device)
-        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
+        answered = by is not None or surface is not None
+        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
         self._notify(call, notice, seq, skip=by)
         return True
 

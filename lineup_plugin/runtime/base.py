@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from ..protocol.messages import ToolResult
+    from ..protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,14 @@ class AgentRuntime(ABC):
 
     def conversation(self) -> Conversation | None:
         """The conversation of the tool call running on the current thread (None: the hub's default)."""
+        return None
+
+    def call_origin(self) -> Origin | None:
+        """Which session of the agent makes the tool call running on this thread (shown on the App's card).
+
+        None: the process's kind decides (see :meth:`LineUpService.origin
+        <lineup_plugin.runtime.service.LineUpService.origin>`).
+        """
         return None
 
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run

@@ -13,7 +13,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,6 +37,7 @@ from .hermes_harness import (
     result_of,
     run_in_thread,
     running_gateway,
+    within,
 )
 
 # Hermes must not be imported before the ``hermes`` fixture sets HERMES_HOME: only look it up.
@@ -80,15 +81,7 @@ FLASHLIGHT = {
 WAIT = 60.0
 
 
-def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Fail the test after :data:`WAIT` seconds rather than hang on an answer that never comes."""
-
-    @functools.wraps(test)
-    async def run(*args: Any, **kwargs: Any) -> None:
-        with anyio.fail_after(WAIT):
-            await test(*args, **kwargs)
-
-    return run
+bounded = within(WAIT)
 
 
 async def next_status(app: WsApp, state: str) -> AgentStatus:

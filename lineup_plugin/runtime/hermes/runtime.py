@@ -27,6 +27,7 @@ before it used LineUp) never reach the App.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -47,14 +48,19 @@ from .common import (
     clarify_answer,
     clarify_card,
     clarify_timeout,
+    hermes_origin,
     process_role,
 )
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
+    from ...protocol.messages import Origin
     from ...tools.registry import Registry
 
 log = logging.getLogger(__name__)
+
+#: the Hermes session and task ids of the tool call running in this context (thread)
+_ASKING: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("lineup_asking", default=("", ""))
 
 #: how long the App's stop waits for the gateway to run ``/stop`` before closing the cards anyway
 STOP_TIMEOUT = 15.0
@@ -318,8 +324,6 @@ class HermesRuntime(AgentRuntime):
         self.app_sessions = AppSessions()
         self._touch = threading.local()
         self._platforms_lock = threading.Lock()
-        #: the conversation of the tool call running on each thread
-        self._calling = threading.local()
         #: the platform of each session the hooks saw (a tool handler is not told it), newest last
         self._platforms: OrderedDict[str, str] = OrderedDict()
         self.service = LineUpService(self, settings, registry, tools=tools, role=role or process_role)
@@ -330,13 +334,13 @@ class HermesRuntime(AgentRuntime):
         """Register ``schema`` in Hermes' tool registry (toolset ``lineup``) through ``ctx``."""
 
         def hermes_handler(args: Mapping[str, Any], **context: Any) -> str:
-            session_id = str(context.get("session_id") or "")
+            session_id, task_id = str(context.get("session_id") or ""), str(context.get("task_id") or "")
             self.app_sessions.join(session_id)
-            self._calling.conversation = self.conversation_of(session_id, None)
+            asking = _ASKING.set((session_id, task_id))
             try:
                 return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
             finally:
-                self._calling.conversation = None
+                _ASKING.reset(asking)
 
         hermes_handler.__name__ = f"lineup_{schema['name']}"
         self.ctx.register_tool(
@@ -359,6 +363,11 @@ class HermesRuntime(AgentRuntime):
                 compat.refresh_agent_tools(agent)
             except Exception:
                 log.debug("could not refresh an agent's tools", exc_info=True)
+
+    def call_origin(self) -> Origin | None:
+        """A cron job's or subagent's call says so (by Hermes' session and task ids); else None (the process's kind)."""
+        session_id, task_id = _ASKING.get()
+        return hermes_origin(session_id, task_id)
 
     def may_print(self) -> bool:
         """No link or QR code on the terminal of ``hermes chat -Q`` (quiet: only the reply is printed)."""
@@ -399,8 +408,9 @@ class HermesRuntime(AgentRuntime):
         return host.deliver(text, sender, conversation_id)
 
     def conversation(self) -> Conversation | None:
-        """The conversation of the LineUp tool call running on this thread."""
-        return getattr(self._calling, "conversation", None)
+        """The conversation of the LineUp tool call running on this thread (its Hermes session's)."""
+        session_id, _ = _ASKING.get()
+        return self.conversation_of(session_id, None)
 
     def conversation_of(self, session_id: str | None, platform: str | None) -> Conversation | None:
         """The LineUp conversation of a Hermes session's events (None: the default one).

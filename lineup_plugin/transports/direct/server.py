@@ -3,6 +3,8 @@
 One port serves both:
 
 - ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
+- ``GET /renderers/<sha256>.js``, ``GET /api/...``: plugins' App renderers and the token-checked
+  JSON API (:mod:`.api`);
 - ``/ws``: the App's WebSocket. Its first message must be a ``lineup.v1.device.hello`` carrying
   the token, sent within :attr:`Limits.hello_timeout`. Only then is the device attached to the
   hub and sees anything of the agent.
@@ -31,7 +33,6 @@ connection at fault; the server keeps serving the others.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import socket
 from contextlib import suppress
@@ -44,13 +45,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from ...errors import TransportError
 from ...hub import Hub
 from ...protocol.messages import DeviceHello, Error
+from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
     QuietHandshakes,
@@ -82,12 +83,7 @@ QUEUE_FULL = "send queue full: the App is not reading"
 FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
 
-_SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
-    ("Cache-Control", "no-cache"),
-)
+_SECURITY_HEADERS = (*SECURITY_HEADERS, ("Cache-Control", "no-cache"))
 
 
 @dataclass(frozen=True)
@@ -279,6 +275,7 @@ class DirectServer:
         self._waiting: set[ServerConnection] = set()
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
+        self.api = HttpApi(hub, lambda: self.token, self.throttle)
 
     @classmethod
     def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
@@ -393,7 +390,7 @@ class DirectServer:
 
     # ------------------------------------------------------------------------------ HTTP
 
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         origins = request.headers.get_all("Origin")
         host = request.headers.get_all("Host")
         if len(origins) > 1 or len(host) > 1:
@@ -406,8 +403,12 @@ class DirectServer:
                 f"host {name} is not this agent: open the App by this machine's address, "
                 "or add the name to lineup's allowed_hosts setting\n",
             )
-        if urlsplit(request.path).path != WS_PATH:
-            return self._static_file(connection, request)
+        path = urlsplit(request.path).path
+        if path.startswith(API_PREFIX):
+            address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+            return await self.api.answer(request, address)
+        if path != WS_PATH:
+            return self.api.renderer(path) or self._static_file(connection, request)
         origin = origins[0] if len(origins) == 1 else None
         if not origin_allowed(origin, host[0] if host else None, self.options.allowed_origins):
             log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
@@ -421,20 +422,10 @@ class DirectServer:
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
         node = find_file(self.app_dir, request.path)
         if node is None:
-            response = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            response.headers.update(_SECURITY_HEADERS)
-            return response
-        body = node.read_bytes()
-        headers = Headers(
-            [
-                ("Date", email.utils.formatdate(usegmt=True)),
-                ("Connection", "close"),
-                ("Content-Type", content_type(node.name)),
-                ("Content-Length", str(len(body))),
-                *_SECURITY_HEADERS,
-            ]
-        )
-        return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+            refused.headers.update(_SECURITY_HEADERS)
+            return refused
+        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
 
     # ------------------------------------------------------------------------- WebSocket
 
