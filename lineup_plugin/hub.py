@@ -26,13 +26,13 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import ArgumentsError, StoreError, TransportError
 from .protocol import codec
 from .protocol.calls import Call
-from .protocol.messages import Actor, AgentState, Envelope, Payload, ToolCall, ToolResult
+from .protocol.messages import Actor, AgentState, Attachment, Envelope, Payload, ToolCall, ToolResult
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
     AppToolCall,
@@ -390,9 +390,17 @@ class Hub:
         self._flush()
         return sent
 
-    async def send_text(self, text: str) -> None:
-        """Send an agent reply to every device."""
-        self.session.send_text(text)
+    async def send_text(
+        self, text: str, *, message_id: str | None = None, attachments: Sequence[Attachment] = ()
+    ) -> str:
+        """Send an agent reply to every device (settling the reply streamed under ``message_id``); its id."""
+        message_id = self.session.send_text(text, message_id=message_id, attachments=attachments)
+        self._flush()
+        return message_id
+
+    async def stream_text(self, message_id: str, text: str) -> None:
+        """Reply ``message_id``, still being written, reads ``text`` so far: send every device the new piece."""
+        self.session.stream_text(message_id, text)
         self._flush()
 
     async def set_status(self, state: AgentState, detail: str | None = None) -> None:
