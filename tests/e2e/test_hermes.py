@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
-from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
+from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
 from .hermes_harness import (
@@ -97,6 +97,17 @@ async def next_status(app: WsApp, state: str) -> AgentStatus:
         assert isinstance(status, AgentStatus)
         if status.state == state:
             return status
+
+
+async def streamed_reply(app: WsApp, first: MessageDelta) -> tuple[list[MessageDelta], Text]:
+    """The ``message.delta`` pieces of the streamed reply that ``first`` began, and the ``text`` that settles it."""
+    pieces = [first]
+    while True:
+        message = (await app.recv()).payload
+        if isinstance(message, MessageDelta):
+            pieces.append(message)
+        elif isinstance(message, Text) and pieces and message.message_id == pieces[0].message_id:
+            return pieces, message
 
 
 async def next_text(app: WsApp, text: str) -> None:
@@ -367,6 +378,52 @@ class TestGateway:
         finally:
             await app.close()
         assert last_user_text(hermes.llm.requests[0]).startswith("hi")
+
+    @bounded
+    async def test_a_reply_streams_to_the_app_as_the_model_writes_it_then_settles_as_one_text(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Deploying to the staging environment now, ", held, "and it is done."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="deploy"))
+            first = (await app.next("message.delta")).payload
+            assert isinstance(first, MessageDelta)
+            assert held.reached.is_set() and not held.is_set()  # shown while the model is still writing
+            assert "Deploying to the staging" in first.text
+            held.set()
+            pieces, final = await streamed_reply(app, first)
+        finally:
+            held.set()
+            await app.close()
+        assert [piece.seq for piece in pieces] == list(range(len(pieces)))
+        assert {piece.message_id for piece in pieces} == {final.message_id}
+        assert final.text.startswith("".join(piece.text for piece in pieces))  # the last piece may come with it
+        assert final.text == "Deploying to the staging environment now, and it is done."
+        assert not final.interrupted
+
+    @bounded
+    async def test_a_reply_stopped_half_written_is_settled_as_interrupted(self, hermes: Hermes, gateway: Gateway) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Counting the files in the repository: one, two, ", held, "three."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="count the files"))
+            first = (await app.next("message.delta")).payload
+            assert isinstance(first, MessageDelta)
+            await app.send(AgentStop(reason="stop button"))
+            while True:
+                settled = (await app.next("text")).payload
+                assert isinstance(settled, Text)
+                if settled.message_id == first.message_id:
+                    break
+        finally:
+            held.set()
+            await app.close()
+        assert settled.interrupted
+        assert settled.text.startswith("Counting the files")
+        assert "three." not in settled.text
 
     @bounded
     async def test_text_while_a_choice_is_pending_interrupts_the_run_and_cancels_the_card(

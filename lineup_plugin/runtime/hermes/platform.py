@@ -3,7 +3,12 @@
 Text typed in the App becomes a gateway :class:`MessageEvent` in the App user's session, so
 Hermes' own rules for a busy agent (``display.busy_input_mode``: interrupt, queue or steer)
 apply to it; the agent's replies come back through :meth:`LineUpAdapter.send` as ``text``
-messages. Hermes' ``clarify`` is shown as a ``choice`` card (an ``input`` card when it has no
+messages. Replies stream: the gateway's stream consumer sends the start of a reply and edits it
+as the model writes (:meth:`LineUpAdapter.edit_message`); each edit becomes a ``message.delta``
+and the final edit the ``text`` that settles it, under one message id. Files the App sends
+reach the model as the gateway's media (``media_urls``: images as image input, other files as
+documents); the agent's images and files (``send_image_file``, ``send_document``) reach the
+App as attachments. Hermes' ``clarify`` is shown as a ``choice`` card (an ``input`` card when it has no
 choices) and a dangerous-command approval as a ``confirm`` card; the App's stop button is
 Hermes' ``/stop``.
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +47,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...hub import Hub
     from ...protocol.messages import ToolResult
     from .runtime import HermesRuntime
 
@@ -57,12 +64,18 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
 
     authorization_is_upstream = True
     supports_async_delivery = True
+    #: the gateway's stream consumer edits a streamed reply; its last edit says ``finalize``
+    SUPPORTS_MESSAGE_EDITING = True
+    REQUIRES_EDIT_FINALIZE = True
+    #: the App shows long replies whole (the gateway splits longer ones)
+    MAX_MESSAGE_LENGTH = 32_000
 
     def __init__(self, config: Any, runtime: HermesRuntime) -> None:
         super().__init__(config=config, platform=_api.Platform(PLATFORM))
         self.runtime = runtime
         self.svc = runtime.service
         self._loop: asyncio.AbstractEventLoop | None = None
+        compat.stream_by_default(PLATFORM)
 
     @property
     def name(self) -> str:
@@ -105,15 +118,37 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
-        """An agent reply: a ``text`` message to every device of the App user."""
-        sent = self.svc.on_hub(lambda hub: hub.send_text(content))
+        """An agent reply to every device of the App user: a ``text``, or the start of a streamed one.
+
+        The stream consumer's first piece of a reply ends with its cursor: it goes out as a
+        ``message.delta``, and the edits that follow reuse the message id returned here.
+        """
+        return await self._reply(codec.new_id("msg"), content, finalize=False)
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str, *, finalize: bool = False) -> Any:
+        """The reply ``message_id`` reads ``content`` now: a ``message.delta`` while it is being written,
+        else (``finalize``, or an edit of a settled message such as a tool-progress line) the ``text``
+        that settles it under the same id."""
+        return await self._reply(message_id, content, finalize=finalize)
+
+    async def _reply(self, message_id: str, content: str, *, finalize: bool) -> Any:
+        cursor = compat.stream_cursor(self)
+        writing = bool(cursor) and content.endswith(cursor) and not finalize
+        if writing:
+            text = content[: -len(cursor)]
+            return await self._to_hub(lambda hub: hub.stream_text(message_id, text), message_id)
+        return await self._to_hub(lambda hub: hub.send_text(content, message_id=message_id), message_id)
+
+    async def _to_hub(self, func: Callable[[Hub], Awaitable[Any]], message_id: str) -> Any:
+        """Run ``func(hub)`` on the server's loop and wait for it: the gateway's SendResult."""
+        sent = self.svc.on_hub(func)
         if sent is None:
             return _api.SendResult(success=False, error="the LineUp server is not running")
         try:
             await asyncio.wait_for(asyncio.wrap_future(sent), SUBMIT_TIMEOUT)
         except Exception as exc:
-            return _api.SendResult(success=False, error=str(exc))
-        return _api.SendResult(success=True, message_id=codec.new_id("text"))
+            return _api.SendResult(success=False, error=str(exc) or type(exc).__name__)
+        return _api.SendResult(success=True, message_id=message_id)
 
     async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
         """The App shows the agent's status (``agent.status``) instead of a typing indicator."""
