@@ -201,13 +201,17 @@ class MessageDelta(WireModel):
 
 
 class FileBegin(WireModel):
-    """An upload starts. Its ``file.chunk`` pieces follow; the agent checks ``size`` and type first."""
+    """An upload starts. Its ``file.chunk`` pieces follow; the agent checks ``size`` and type first.
+
+    ``sha256``, when the App can compute it (browsers only offer it on https or localhost pages),
+    is checked once the file is complete.
+    """
 
     upload_id: Identifier
     name: str = Field(min_length=1, max_length=255)
     mime: str = Field(min_length=3, max_length=127, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
     size: int = Field(ge=0)
-    sha256: Sha256
+    sha256: Sha256 | None = None
 
 
 class FileChunk(WireModel):

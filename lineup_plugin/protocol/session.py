@@ -623,6 +623,10 @@ class Session(Generic[L]):
         if delta is not None:
             self.broadcast(delta)
 
+    def audit_file(self, device_id: str, sha256: str, size: int) -> None:
+        """Record that the App on ``device_id`` sent a file (kept by the driver under ``sha256``)."""
+        self._audit("file.in", device_id=device_id, detail=f"{sha256} {size}")
+
     def set_status(self, state: AgentState, detail: str | None = None) -> None:
         """Record the agent's status and push it to every device.
 
