@@ -134,7 +134,7 @@ class MediaStore:
 
     @classmethod
     def from_settings(cls, settings: Any) -> MediaStore:
-        """The media store of ``settings`` (``data_dir``, ``max_file_bytes``, ``file_types``, ``media_retention_days``)."""
+        """The media store of ``settings``: ``data_dir``, ``max_file_bytes``, ``file_types``, retention."""
         return cls(
             settings.data_dir,
             max_bytes=settings.max_file_bytes,
@@ -265,7 +265,8 @@ class MediaStore:
     def _append(self, upload: _Upload, chunk: FileChunk) -> StoredFile | None:
         begin = upload.begin
         if chunk.seq != upload.next_seq:
-            raise MediaError("upload_failed", f"piece {chunk.seq} of {begin.name!r} came where {upload.next_seq} was due")
+            due = upload.next_seq
+            raise MediaError("upload_failed", f"piece {chunk.seq} of {begin.name!r} came where {due} was due")
         try:
             data = base64.b64decode(chunk.data, validate=True)
         except (binascii.Error, ValueError):

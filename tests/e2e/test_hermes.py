@@ -404,7 +404,9 @@ class TestGateway:
         assert not final.interrupted
 
     @bounded
-    async def test_a_reply_stopped_half_written_is_settled_as_interrupted(self, hermes: Hermes, gateway: Gateway) -> None:
+    async def test_a_reply_stopped_half_written_is_settled_as_interrupted(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
         held = Gate()
         hermes.llm.reset(stream("Counting the files in the repository: one, two, ", held, "three."))
         app = await WsApp.connect(gateway.server)

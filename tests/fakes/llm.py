@@ -11,7 +11,9 @@ answered with a short text and recorded, but do not consume the script.
 A turn may be a callable taking the request body, so a test can build the reply from what the
 agent sent. A streamed turn (:func:`stream`) sends its text in pieces, one SSE chunk each, and
 may hold between pieces until the test sets a :class:`threading.Event` (:class:`Gate`), so a test
-can look at what the agent shows of a reply half written — and interrupt it there. When the script is exhausted the server answers "(script exhausted)" and records
+can look at what the agent shows of a reply half written — and interrupt it there.
+
+When the script is exhausted the server answers "(script exhausted)" and records
 the overrun in :attr:`ScriptedLLM.errors`.
 """
 

@@ -41,9 +41,9 @@ __all__ = [
     "resolve_clarify",
     "set_fatal_error",
     "slash_commands_loaded",
+    "store_plugin_command",
     "stream_by_default",
     "stream_cursor",
-    "store_plugin_command",
     "takes_messages",
     "touch_activity",
 ]

@@ -28,10 +28,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Awaitable, Callable
+import mimetypes
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import MediaError
 from ...protocol import codec
 from . import compat
 from .common import (
@@ -48,6 +51,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ...hub import Hub
+    from ...media import StoredFile
     from ...protocol.messages import ToolResult
     from .runtime import HermesRuntime
 
@@ -198,11 +202,13 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
 
     # App → gateway -----------------------------------------------------------------------
 
-    def deliver_text(self, text: str, sender: str) -> bool:
-        """Thread-safe: hand App text to the gateway as a message of the App user's session."""
-        return self.submit_text(text, sender) is not None
+    def deliver_text(self, text: str, sender: str, files: Sequence[StoredFile] = ()) -> bool:
+        """Thread-safe: App text (and the files sent with it) as a gateway message of the App user's session."""
+        return self.submit_text(text, sender, files) is not None
 
-    def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None] | None:
+    def submit_text(
+        self, text: str, sender: str, files: Sequence[StoredFile] = ()
+    ) -> concurrent.futures.Future[None] | None:
         """Like :meth:`deliver_text`; the future is done once the gateway has taken the message in.
 
         For a command such as ``/stop`` that is when the command has run. None when the gateway
@@ -211,6 +217,15 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         loop = self._loop
         if loop is None or loop.is_closed() or not compat.takes_messages(self):
             return None
+        return asyncio.run_coroutine_threadsafe(self._message(text, sender, list(files)), loop)
+
+    async def _message(self, text: str, sender: str, files: list[StoredFile]) -> None:
+        """One gateway message. Files are copied where Hermes keeps platform media (``media_urls``)."""
+        media = [await asyncio.to_thread(_cached, file) for file in files]
+        kinds = {kind for _, _, kind in media}
+        message_type = _api.MessageType.TEXT
+        if kinds:
+            message_type = _api.MessageType.PHOTO if kinds == {"image"} else _api.MessageType.DOCUMENT
         source = self.build_source(
             chat_id=APP_CHAT,
             chat_name="LineUp App",
@@ -220,12 +235,71 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         )
         event = _api.MessageEvent(
             text=text,
-            message_type=_api.MessageType.TEXT,
+            message_type=message_type,
             source=source,
             message_id=codec.new_id("msg"),
             timestamp=datetime.now(),
+            media_urls=[path for path, _, _ in media],
+            media_types=[mime for _, mime, _ in media],
         )
-        return asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
+        await self.handle_message(event)
+
+    # agent files → App -------------------------------------------------------------------
+
+    async def send_image_file(
+        self,
+        chat_id: str,
+        image_path: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """An image the agent made or found: shown in the App (kept in LineUp's media store)."""
+        return await self._send_file(image_path, caption, None)
+
+    async def send_document(
+        self,
+        chat_id: str,
+        file_path: str,
+        caption: str | None = None,
+        file_name: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A file from the agent: a download in the App."""
+        return await self._send_file(file_path, caption, file_name)
+
+    async def send_video(self, chat_id: str, video_path: str, caption: str | None = None, **kwargs: Any) -> Any:
+        """A video from the agent: a download in the App."""
+        return await self._send_file(video_path, caption, None)
+
+    async def _send_file(self, path: str, caption: str | None, name: str | None) -> Any:
+        limit = self.svc.settings.max_file_bytes
+        try:
+            data = await asyncio.to_thread(_read_bounded, Path(path), limit)
+        except (OSError, MediaError) as exc:
+            log.warning("lineup: cannot send %s to the App: %s", Path(path).name, exc)
+            return _api.SendResult(success=False, error=str(exc))
+        name = name or Path(path).name
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        message_id = codec.new_id("msg")
+        return await self._to_hub(lambda hub: hub.send_file(caption or "", data, name, mime), message_id)
+
+
+def _cached(file: StoredFile) -> tuple[str, str, str]:
+    """``file`` where Hermes keeps platform media: ``(path, media type, kind)``."""
+    return compat.cache_media(file.path.read_bytes(), file.name, file.mime)
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``; MediaError when it is larger than ``limit``."""
+    with path.open("rb") as source:
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise MediaError("file_too_large", f"{path.name} is larger than {limit:,} bytes")
+    return data
 
 
 class _ClarifyAnswer(Answer):

@@ -42,6 +42,7 @@ from .common import EMOJI, PLATFORM, TOOLSET, clarify_answer, clarify_card, clar
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
+    from ...media import StoredFile
     from ...tools.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -376,6 +377,14 @@ class HermesRuntime(AgentRuntime):
         if host is self.cli:
             self.join_cli_session()
         return host.deliver(text, sender)
+
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """Gateway: one message of the App user's session with the files as its media (images are
+        image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
+        adapter = self.gateway.adapter
+        if adapter is not None:
+            return bool(adapter.deliver_text(text, sender, files))
+        return super().deliver_files(text, files, sender=sender)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
