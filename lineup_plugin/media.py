@@ -94,7 +94,7 @@ def check_content(mime: str, head: bytes) -> None:
     """A MediaError ``file_type_refused`` when a file sent as an image does not start like one."""
     looks_right = _MAGIC.get(mime.lower())
     if looks_right is not None and not looks_right(head):
-        raise MediaError("file_type_refused", f"the file is not a {mime} image (its bytes say otherwise)")
+        raise MediaError("file_type_refused", f"the file is not a valid {mime} image (its bytes say otherwise)")
 
 
 @dataclass
