@@ -6,6 +6,7 @@ temporary ``HERMES_HOME`` (see :mod:`tests.e2e.hermes_harness`).
 
 from __future__ import annotations
 
+import base64
 import functools
 import importlib.util
 import json
@@ -20,12 +21,14 @@ from typing import Any
 
 import anyio
 import pytest
+from playwright.async_api import Browser, Page, expect
 
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
 from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
+from .browser import PHONE
 from .hermes_harness import (
     TOKEN,
     Gateway,
@@ -502,6 +505,113 @@ class TestGateway:
         finally:
             await app.close()
         assert len(hermes.llm.requests) == 1
+
+
+class TestGatewayInTheBrowser:
+    """The reference App in real Chromium, talking to a real Hermes gateway (only the LLM is scripted)."""
+
+    #: Hermes with its gateway is slower than a bare hub: how long a DOM state may take to appear (ms)
+    SLOW = 30_000
+    #: a 4×4 red PNG
+    PNG = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEklEQVR4nGP4z8CAB+GTG8HSALfKY52fTcuYAAAAAElFTkSuQmCC"
+    )
+
+    @staticmethod
+    async def open_app(browser: Browser, gateway: Gateway) -> Page:
+        context = await browser.new_context(**PHONE)
+        page = await context.new_page()
+        await page.goto(gateway.server.connect_link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        return page
+
+    @staticmethod
+    async def say(page: Page, text: str) -> None:
+        await page.get_by_label("Message to the agent").fill(text)
+        await page.get_by_role("button", name="Send").click()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_a_reply_grows_in_the_app_as_the_model_writes_it_then_settles(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Looking at the build log: the tests ", held, "all passed."))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "how is the build?")
+            reply = page.locator(".msg-agent[data-message-id]")
+            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
+            await expect(reply).to_contain_text("Looking at the build log")
+            assert held.reached.is_set() and not held.is_set()  # the model is still writing
+            held.set()
+            await expect(reply).to_have_attribute("data-state", "settled", timeout=self.SLOW)
+            await expect(reply).to_have_text("Looking at the build log: the tests all passed.")
+        finally:
+            held.set()
+            await page.context.close()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_the_stop_button_marks_a_half_written_reply_interrupted(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Renaming the 40 files: report-01, report-02, ", held, "and the rest."))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "rename the reports")
+            reply = page.locator(".msg-agent[data-message-id]").first  # Hermes then says it stopped
+            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
+            await page.get_by_role("button", name="Stop").click()
+            await expect(reply).to_have_attribute("data-state", "interrupted", timeout=self.SLOW)
+            await expect(reply.locator(".msg-note")).to_have_text("Interrupted — the reply stopped here.")
+            await expect(reply).not_to_contain_text("and the rest.")
+        finally:
+            held.set()
+            await page.context.close()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_a_photo_sent_from_the_app_reaches_the_model_as_image_input(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        hermes.llm.reset(say("A small red square."))
+        page = await self.open_app(browser, gateway)
+        try:
+            photo = {"name": "square.png", "mimeType": "image/png", "buffer": self.PNG}
+            await page.locator("#photo").set_input_files(photo)  # type: ignore[arg-type]
+            await self.say(page, "what is in this photo?")
+            await expect(page.locator(".msg-agent").last).to_have_text("A small red square.", timeout=self.SLOW)
+        finally:
+            await page.context.close()
+        (user,) = [m for m in hermes.llm.requests[-1]["messages"] if m["role"] == "user"][-1:]
+        parts = user["content"]
+        assert isinstance(parts, list), f"the photo did not reach the model as image input: {user}"
+        images = [part["image_url"]["url"] for part in parts if part.get("type") == "image_url"]
+        assert len(images) == 1 and images[0].startswith("data:image/png;base64,")
+        assert base64.b64decode(images[0].split(",", 1)[1]) == self.PNG
+        assert "what is in this photo?" in last_user_text(hermes.llm.requests[-1])
+
+    @pytest.mark.browser
+    @bounded
+    async def test_an_image_the_agent_sends_shows_in_the_app(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser, tmp_path: Path
+    ) -> None:
+        chart = tmp_path / "chart.png"
+        chart.write_bytes(self.PNG)
+        hermes.llm.reset(say(f"Here is the chart.\nMEDIA:{chart}"))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "draw the chart")
+            image = page.get_by_role("img", name="chart.png")
+            await expect(image).to_be_visible(timeout=self.SLOW)
+            await page.wait_for_function(
+                "img => img.complete && img.naturalWidth === 4", arg=await image.element_handle()
+            )
+            await expect(page.get_by_text("Here is the chart.")).to_be_visible()
+        finally:
+            await page.context.close()
 
 
 # ------------------------------------------------------------------------ fresh processes
