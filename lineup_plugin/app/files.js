@@ -38,10 +38,14 @@ function fromBase64(text) {
   return bytes;
 }
 
-/** Sends files to the agent; `send(kind, payload)` is the connection's. */
+/**
+ * Sends files to the agent; `send(kind, payload)` is the connection's. `chunkBytes` is the size of
+ * one piece: over the relay, where an envelope must fit a WuKongIM message, use 256 KiB at most.
+ */
 export class Uploads {
-  constructor(send) {
+  constructor(send, chunkBytes = CHUNK_BYTES) {
     this.send = send;
+    this.chunkBytes = chunkBytes;
     this.pending = new Map(); // upload_id → {resolve, reject}
   }
 
@@ -60,10 +64,11 @@ export class Uploads {
     const stored = new Promise((resolve, reject) => this.pending.set(uploadId, { resolve, reject }));
     this.send("file.begin", begin);
     const bytes = new Uint8Array(buffer);
-    for (let seq = 0, offset = 0; offset < bytes.length || seq === 0; seq += 1, offset += CHUNK_BYTES) {
+    for (let seq = 0, offset = 0; offset < bytes.length || seq === 0; seq += 1, offset += this.chunkBytes) {
       if (!this.pending.has(uploadId)) break; // refused: send no more of it
       if (seq > 0 && seq % PIECES_PER_SECOND === 0) await new Promise((ok) => setTimeout(ok, 1000));
-      this.send("file.chunk", { upload_id: uploadId, seq, data: toBase64(bytes.subarray(offset, offset + CHUNK_BYTES)) });
+      const piece = toBase64(bytes.subarray(offset, offset + this.chunkBytes));
+      this.send("file.chunk", { upload_id: uploadId, seq, data: piece });
     }
     return stored;
   }
@@ -105,6 +110,7 @@ export function attachmentList(files) {
         h("figcaption", {}, h("a", { href: src, download: file.name }, label)),
       );
     }
+    if (!src) return h("span", { class: "attachment file" }, `📎 ${label} — too large to come through the relay`);
     return h("a", { class: "attachment file", href: src, download: file.name }, `📎 ${label}`);
   });
   return h("div", { class: "attachments" }, items);
