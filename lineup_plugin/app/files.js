@@ -1,7 +1,7 @@
 // Files both ways: photos and files the user sends go up over the WebSocket in pieces
 // (file.begin, then file.chunk); the files a message carries are shown (images) or offered as downloads.
 
-import { h } from "./dom.js";
+import { h, svg } from "./dom.js";
 import { newId } from "./envelope.js";
 
 /** Bytes of file per file.chunk (its base64 fits a 1 MiB WebSocket frame with the envelope). */
@@ -97,6 +97,13 @@ function source(file) {
   return null;
 }
 
+/** A paperclip icon (drawn, so it shows without an emoji font). */
+function clip() {
+  const icon = svg("svg", { class: "glyph", viewBox: "0 0 24 24", "aria-hidden": "true" });
+  icon.append(svg("path", { d: "M16 7l-7.5 7.5a2 2 0 0 0 3 3L19 10a4 4 0 0 0-6-6l-7.5 7.5a6 6 0 0 0 8.5 8.5L20 14" }));
+  return icon;
+}
+
 /** The files of a message: pictures shown, other files as download links. */
 export function attachmentList(files) {
   const items = files.map((file) => {
@@ -110,8 +117,8 @@ export function attachmentList(files) {
         h("figcaption", {}, h("a", { href: src, download: file.name }, label)),
       );
     }
-    if (!src) return h("span", { class: "attachment file" }, `📎 ${label} — too large to come through the relay`);
-    return h("a", { class: "attachment file", href: src, download: file.name }, `📎 ${label}`);
+    if (!src) return h("span", { class: "attachment file" }, clip(), `${label} — too large to come through the relay`);
+    return h("a", { class: "attachment file", href: src, download: file.name }, clip(), label);
   });
   return h("div", { class: "attachments" }, items);
 }

@@ -20,6 +20,7 @@ from tests.wsapp import wait_until
 
 from .browser import PHONE
 from .conftest import TOKEN
+from .test_accessibility import AXE, violations
 
 pytestmark = pytest.mark.browser
 
@@ -143,3 +144,29 @@ async def test_a_refused_file_is_not_sent_and_the_app_says_why(
     assert media_agent.hub.on_files == []
     root = media_agent.hub.media.root if media_agent.hub.media else None
     assert root is not None and not [p for p in root.rglob("*") if p.is_file()]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_replies_files_and_the_tray_have_no_accessibility_violation(
+    browser: Browser, media_agent: DirectServer, scheme: str
+) -> None:
+    if not AXE.is_file():
+        pytest.skip("axe-core is not installed (npm ci in tests/js)")
+    context = await browser.new_context(**PHONE, color_scheme=scheme, bypass_csp=True)  # axe is injected inline
+    try:
+        page = await context.new_page()
+        await page.goto(media_agent.connect_link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        hub = media_agent.hub
+        await hub.stream_text("m1", "Half a reply")
+        await hub.set_status("interrupted")
+        await hub.stream_text("m2", "Still being written")
+        await hub.send_file("A chart", PNG, "chart.png", "image/png")
+        await hub.send_file("", b"a,b\n", "data.csv", "text/csv")
+        await page.locator("#file").set_input_files({"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hi"})
+        await expect(page.get_by_role("img", name="chart.png")).to_be_visible()
+        await expect(page.locator("#tray")).to_contain_text("notes.txt")
+        assert await violations(page) == []
+    finally:
+        await context.close()
