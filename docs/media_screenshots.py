@@ -13,17 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import Page, expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from docs.screenshots import DOCS, user_says  # noqa: E402
+from docs.screenshots import DOCS, phone_app, screenshot_settings, user_says  # noqa: E402
 from lineup_plugin import Hub, load_registry  # noqa: E402
-from lineup_plugin.config.settings import Settings  # noqa: E402
 from lineup_plugin.media import MediaStore  # noqa: E402
-from lineup_plugin.transports.direct.server import DirectServer  # noqa: E402
-from tests.e2e.browser import PHONE, launch  # noqa: E402
 
 #: draws a picture on a canvas in the page and returns it as a base64 PNG
 DRAW = """([kind, width, height]) => {
@@ -57,15 +54,9 @@ async def picture(page: Page, kind: str, width: int, height: int) -> bytes:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as data:
-        settings = Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
+        settings = screenshot_settings(data)
         hub = Hub(load_registry(load_entrypoints=False), agent_id="hermes", media=MediaStore.from_settings(settings))
-        async with DirectServer.from_settings(hub, settings) as server, async_playwright() as playwright:
-            browser = await launch(playwright)
-            context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
-            page = await context.new_page()
-            await page.goto(server.connect_link)
-            await expect(page.locator("#link")).to_have_text("Connected")
-
+        async with phone_app(hub, settings) as page:
             await user_says(page, "Why did the nightly build fail?")
             await hub.set_status("thinking")
             reply = "The nightly build failed in the integration tests: the payment service timed out"
@@ -90,7 +81,6 @@ async def main() -> None:
             await expect(page.get_by_role("img", name="sunset.png")).to_be_visible()
             await page.get_by_role("link", name="signups.csv").scroll_into_view_if_needed()
             await page.screenshot(path=DOCS / "image.png")
-            await browser.close()
 
 
 if __name__ == "__main__":

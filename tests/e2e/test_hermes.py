@@ -113,6 +113,18 @@ async def streamed_reply(app: WsApp, first: MessageDelta) -> tuple[list[MessageD
             return pieces, message
 
 
+async def start_streaming(
+    hermes: Hermes, gateway: Gateway, ask: str, *pieces: str | Gate
+) -> tuple[WsApp, MessageDelta]:
+    """Script a streamed reply of ``pieces``, ask ``ask`` from a new App; the App and the reply's first piece."""
+    hermes.llm.reset(stream(*pieces))
+    app = await WsApp.connect(gateway.server)
+    await app.send(Text(text=ask))
+    first = (await app.next("message.delta")).payload
+    assert isinstance(first, MessageDelta)
+    return app, first
+
+
 async def next_text(app: WsApp, text: str) -> None:
     """Read ``text`` messages until one says ``text``."""
     while True:
@@ -387,14 +399,10 @@ class TestGateway:
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
         held = Gate()
-        hermes.llm.reset(stream("Deploying to the staging environment now, ", held, "and it is done."))
-        app = await WsApp.connect(gateway.server)
+        app, first = await start_streaming(hermes, gateway, "deploy", "Deploying to staging now, ", held, "done.")
         try:
-            await app.send(Text(text="deploy"))
-            first = (await app.next("message.delta")).payload
-            assert isinstance(first, MessageDelta)
             assert held.reached.is_set() and not held.is_set()  # shown while the model is still writing
-            assert "Deploying to the staging" in first.text
+            assert "Deploying to staging" in first.text
             held.set()
             pieces, final = await streamed_reply(app, first)
         finally:
@@ -403,7 +411,7 @@ class TestGateway:
         assert [piece.seq for piece in pieces] == list(range(len(pieces)))
         assert {piece.message_id for piece in pieces} == {final.message_id}
         assert final.text.startswith("".join(piece.text for piece in pieces))  # the last piece may come with it
-        assert final.text == "Deploying to the staging environment now, and it is done."
+        assert final.text == "Deploying to staging now, done."
         assert not final.interrupted
 
     @bounded
@@ -411,12 +419,8 @@ class TestGateway:
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
         held = Gate()
-        hermes.llm.reset(stream("Counting the files in the repository: one, two, ", held, "three."))
-        app = await WsApp.connect(gateway.server)
+        app, first = await start_streaming(hermes, gateway, "count", "Counting the files: one, two, ", held, "three.")
         try:
-            await app.send(Text(text="count the files"))
-            first = (await app.next("message.delta")).payload
-            assert isinstance(first, MessageDelta)
             await app.send(AgentStop(reason="stop button"))
             while True:
                 settled = (await app.next("text")).payload
