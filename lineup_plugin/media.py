@@ -134,13 +134,18 @@ class MediaStore:
 
     @classmethod
     def from_settings(cls, settings: Any) -> MediaStore:
-        """The media store of ``settings``: ``data_dir``, ``max_file_bytes``, ``file_types``, retention."""
-        return cls(
+        """The media store of ``settings``: ``data_dir``, ``max_file_bytes``, ``file_types``, retention.
+
+        It sweeps at once: what a process killed mid-upload left in ``incoming/`` goes, as do expired files.
+        """
+        store = cls(
             settings.data_dir,
             max_bytes=settings.max_file_bytes,
             types=settings.file_types,
             retention_days=settings.media_retention_days,
         )
+        store.sweep()
+        return store
 
     # ------------------------------------------------------------------------ links
 

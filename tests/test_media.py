@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lineup_plugin import Hub, load_registry
+from lineup_plugin import Hub, MediaError, load_registry
 from lineup_plugin.media import UPLOAD_IDLE_SECONDS, MediaStore, StoredFile
 from lineup_plugin.protocol.messages import (
     Attachment,
@@ -186,9 +186,9 @@ async def test_an_idle_upload_is_dropped_and_a_chunk_without_begin_is_refused(tm
     now[0] += UPLOAD_IDLE_SECONDS + 1
     media.begin("link", FileBegin(upload_id="u2", name="b.png", mime="image/png", size=10))
     assert [p.name for p in media.incoming.iterdir()].__len__() == 1
-    with pytest.raises(Exception, match="no upload 'u1' is under way"):
+    with pytest.raises(MediaError, match="no upload 'u1' is under way"):
         media.chunk("link", FileChunk(upload_id="u1", seq=0, data="AAAA"))
-    with pytest.raises(Exception, match="no upload 'u2' is under way"):
+    with pytest.raises(MediaError, match="no upload 'u2' is under way"):
         media.chunk("another link", FileChunk(upload_id="u2", seq=0, data="AAAA"))
 
 
@@ -255,3 +255,12 @@ def test_files_past_their_retention_are_deleted(tmp_path: Path) -> None:
     fresh = media.put(PNG + b"x", "new.png", "image/png")
     assert media.get(old.sha256) is None and not old.path.with_suffix(".json").exists()
     assert media.get(fresh.sha256) is not None
+
+
+def test_a_part_left_by_a_killed_process_is_gone_at_the_next_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    stray = settings.data_dir / "media" / "incoming" / "0123456789abcdef.part"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"half a photo")
+    MediaStore.from_settings(settings)
+    assert not stray.exists()
