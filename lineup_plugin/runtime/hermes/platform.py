@@ -136,12 +136,15 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         return await self._reply(message_id, content, finalize=finalize)
 
     async def _reply(self, message_id: str, content: str, *, finalize: bool) -> Any:
+        """A reply as the App shows it: without the cursor, nor the blank lines Hermes puts before
+        the text that follows a tool call."""
         cursor = compat.stream_cursor(self)
         writing = bool(cursor) and content.endswith(cursor) and not finalize
         if writing:
-            text = content[: -len(cursor)]
+            text = content[: -len(cursor)].lstrip()
             return await self._to_hub(lambda hub: hub.stream_text(message_id, text), message_id)
-        return await self._to_hub(lambda hub: hub.send_text(content, message_id=message_id), message_id)
+        settled = content.strip()
+        return await self._to_hub(lambda hub: hub.send_text(settled, message_id=message_id), message_id)
 
     async def _to_hub(self, func: Callable[[Hub], Awaitable[Any]], message_id: str) -> Any:
         """Run ``func(hub)`` on the server's loop and wait for it: the gateway's SendResult."""
