@@ -264,3 +264,13 @@ def test_a_part_left_by_a_killed_process_is_gone_at_the_next_start(tmp_path: Pat
     stray.write_bytes(b"half a photo")
     MediaStore.from_settings(settings)
     assert not stray.exists()
+
+
+async def test_an_upload_without_the_token_is_refused_and_nothing_is_kept(server: DirectServer) -> None:
+    intruder = await WsApp.connect(server, token="not-the-token-at-all", welcome=False)
+    await intruder.send(FileBegin(upload_id="u1", name="a.png", mime="image/png", size=len(PNG)))
+    await intruder.send(FileChunk(upload_id="u1", seq=0, data=pieces(PNG)[0]))
+    code, reason, told = await intruder.closed()
+    assert (code, reason) == (4401, "wrong token")
+    assert [message.kind for message in told] == ["error"]
+    assert leftovers(server) == []
