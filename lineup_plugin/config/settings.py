@@ -42,6 +42,22 @@ class WuKongIMSettings(BaseModel):
     )
 
 
+#: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
+DEFAULT_FILE_TYPES = (
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+    "application/pdf",
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/json",
+)
+
+
 class Settings(BaseModel):
     """All of LineUp's settings, with their defaults."""
 
@@ -74,6 +90,12 @@ class Settings(BaseModel):
     max_connections: int = Field(default=64, ge=1)
     heartbeat: float = Field(default=20.0, gt=0)
     agent_id: str = "lineup-agent"
+    #: the largest file the App may send (bytes)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    #: the media types the App may send (``type/*`` admits a whole type)
+    file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
+    #: days a file sent either way is kept in ``<data_dir>/media``
+    media_retention_days: float = Field(default=30.0, gt=0)
     wukongim: WuKongIMSettings | None = None
 
     @field_validator("deadlines")

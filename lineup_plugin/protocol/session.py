@@ -52,10 +52,13 @@ from .messages import (
     AgentState,
     AgentStatus,
     AgentStop,
+    Attachment,
     DeviceHello,
     DeviceWelcome,
     Envelope,
     Error,
+    FileBegin,
+    FileChunk,
     Payload,
     Text,
     ToolAck,
@@ -64,6 +67,7 @@ from .messages import (
     ToolList,
     ToolResult,
 )
+from .replies import Replies
 from .tools import ToolDefinition
 
 #: a link: whatever object the driver uses to name a connection (hashable)
@@ -189,10 +193,11 @@ class CloseLink(NamedTuple, Generic[L]):
 
 @dataclass(frozen=True, slots=True)
 class TextReceived:
-    """Event: the user typed ``text`` in the App on ``device_id``."""
+    """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent)."""
 
     device_id: str
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +228,15 @@ class AppToolCall(Generic[L]):
 
 
 @dataclass(frozen=True, slots=True)
+class FileReceived(Generic[L]):
+    """Event: a piece of an upload (``file.begin`` or ``file.chunk``) arrived on ``link``; the driver keeps it."""
+
+    link: L
+    device_id: str
+    message: FileBegin | FileChunk
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesChanged:
     """Event: a device was attached or detached."""
 
@@ -230,7 +244,7 @@ class DevicesChanged:
     attached: bool
 
 
-Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | DevicesChanged
+Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | FileReceived[Any] | DevicesChanged
 
 
 class Batch(Generic[L]):
@@ -300,6 +314,8 @@ class Session(Generic[L]):
         self.agent = Actor(kind="agent", id=agent_id)
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
+        #: the agent's replies being streamed
+        self.replies = Replies()
         self._links: dict[L, _Link] = {}
         #: the attached links and their devices, in the order they attached
         self._attached: dict[L, str] = {}
@@ -465,7 +481,9 @@ class Session(Generic[L]):
                 self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
         elif isinstance(payload, Text):
             self._audit("text.in", device_id=device_id)
-            self._out.events.append(TextReceived(device_id, payload.text))
+            self._out.events.append(TextReceived(device_id, payload.text, tuple(payload.attachments)))
+        elif isinstance(payload, FileBegin | FileChunk):
+            self._out.events.append(FileReceived(link, device_id, payload))
         elif isinstance(payload, AgentStop):
             self._audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self._out.events.append(StopRequested(device_id, payload.reason))
@@ -617,14 +635,46 @@ class Session(Generic[L]):
             self._out.messages.append(Send(link, self.encode(payload, device_id)))
         return len(self._attached)
 
-    def send_text(self, text: str) -> None:
-        """An agent reply, for every device."""
+    def send_text(self, text: str, *, message_id: str | None = None, attachments: Iterable[Attachment] = ()) -> str:
+        """An agent reply, for every device; returns its ``message_id`` (made here when not given).
+
+        A reply being streamed under ``message_id`` is settled by it. An attachment's inline
+        ``data`` goes only to links that carry bounded messages (the relay: no URLs there).
+        """
+        message_id = message_id or codec.new_id("msg")
         self._audit("text.out")
-        self.broadcast(Text(text=text))
+        settled = self.replies.settle(message_id, text)
+        if settled is None:
+            return message_id
+        files = list(attachments)
+        by_url = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+        for link, device_id in self._attached.items():
+            inline = self._links[link].max_text is not None
+            message = settled.model_copy(update={"attachments": files if inline else by_url})
+            self._out.messages.append(Send(link, self.encode(message, device_id)))
+        return message_id
+
+    def stream_text(self, message_id: str, text: str) -> None:
+        """Reply ``message_id`` being written reads ``text`` so far: every device gets the new piece."""
+        delta = self.replies.update(message_id, text)
+        if delta is not None:
+            self.broadcast(delta)
+
+    def audit_file(self, device_id: str, sha256: str, size: int) -> None:
+        """Record that the App on ``device_id`` sent a file (kept by the driver under ``sha256``)."""
+        self._audit("file.in", device_id=device_id, detail=f"{sha256} {size}")
 
     def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record the agent's status and push it to every device."""
+        """Record the agent's status and push it to every device.
+
+        A run that ended ``interrupted`` or ``failed`` settles its replies still being written as
+        interrupted (an ``idle`` run's last piece may still be on its way).
+        """
         self.status = AgentStatus(state=state, detail=detail)
+        if state in ("interrupted", "failed"):
+            for message in self.replies.interrupt():
+                self._audit("text.out", detail="interrupted")
+                self.broadcast(message)
         self.broadcast(self.status)
 
     def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False, forwarded: bool = False) -> Call:

@@ -52,6 +52,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
+    from ...media import StoredFile
     from ...protocol.messages import Origin
     from ...tools.registry import Registry
 
@@ -400,6 +401,14 @@ class HermesRuntime(AgentRuntime):
         if host is self.cli:
             self.join_cli_session()
         return host.deliver(text, sender)
+
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """Gateway: one message of the App user's session with the files as its media (images are
+        image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
+        adapter = self.gateway.adapter
+        if adapter is not None:
+            return bool(adapter.deliver_text(text, sender, files))
+        return super().deliver_files(text, files, sender=sender)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
