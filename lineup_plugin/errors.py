@@ -14,6 +14,7 @@ The hierarchy::
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
+    ├── MediaError               a file sent either way was refused (too large, wrong type, damaged...)
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -86,6 +87,14 @@ class StoreError(LineUpError):
 
 class StoreBusyError(StoreError):
     """Another process (another agent) already holds the store's database file."""
+
+
+class MediaError(LineUpError):
+    """A file was refused; ``code`` is the wire error code the sender is told (``file_too_large``...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class TransportError(LineUpError):

@@ -22,18 +22,34 @@ The hub runs on one asyncio event loop.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import hashlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, HandedOverError, StoreError, TransportError
+from .errors import ArgumentsError, HandedOverError, MediaError, StoreError, TransportError
+from .media import MediaStore, StoredFile
 from .protocol import codec
 from .protocol.calls import Call
 from .protocol.history import DEFAULT_RETENTION, Record, Retention
-from .protocol.messages import Actor, AgentState, Envelope, Origin, Payload, ToolCall, ToolResult
+from .protocol.messages import (
+    Actor,
+    AgentState,
+    Attachment,
+    Envelope,
+    Error,
+    FileBegin,
+    FileStored,
+    Origin,
+    Payload,
+    ToolCall,
+    ToolResult,
+)
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
     AppToolCall,
@@ -43,6 +59,7 @@ from .protocol.session import (
     CloseLink,
     DevicesChanged,
     Event,
+    FileReceived,
     Peer,
     SaveCall,
     Send,
@@ -73,6 +90,8 @@ RETRY_SECONDS = 1.0
 INTERRUPTED = "the agent was interrupted"
 
 TextHandler = Callable[[str, str], Awaitable[None] | None]
+#: App text that came with files: device id, text, the files (kept in the media store)
+FilesHandler = Callable[[str, str, list[StoredFile]], Awaitable[None] | None]
 StopHandler = Callable[[str], Awaitable[None] | None]
 ToolsChangedHandler = Callable[[], Awaitable[None] | None]
 
@@ -126,6 +145,8 @@ class Hub:
         on_text: TextHandler | None = None,
         on_stop: StopHandler | None = None,
         on_tools_changed: ToolsChangedHandler | None = None,
+        on_files: FilesHandler | None = None,
+        media: MediaStore | None = None,
         clock: Callable[[], float] = time.time,
         retention: Retention = DEFAULT_RETENTION,
         reclaim: float = 0.0,
@@ -137,6 +158,9 @@ class Hub:
         self.on_text = on_text
         self.on_stop = on_stop
         self.on_tools_changed = on_tools_changed
+        self.on_files = on_files
+        #: where files sent either way are kept (None: this hub takes no files)
+        self.media = media
         self.session: Session[Link] = Session(
             records=self.store,
             catalog=_Catalog(registry),
@@ -171,6 +195,7 @@ class Hub:
         return cls(
             registry if registry is not None else load_registry(),
             store=open_store(settings),
+            media=MediaStore.from_settings(settings),
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
@@ -279,7 +304,12 @@ class Hub:
         for event in self._flush():
             if isinstance(event, TextReceived):
                 self.text_conversation = event.conversation_id
+            if isinstance(event, TextReceived) and event.attachments:
+                await self._text_with_files(event)
+            elif isinstance(event, TextReceived):
                 await _maybe_await(self.on_text(event.device_id, event.text) if self.on_text else None)
+            elif isinstance(event, FileReceived):
+                self._on_file(event)
             elif isinstance(event, StopRequested):
                 await _maybe_await(self.on_stop(event.device_id) if self.on_stop else None)
             elif isinstance(event, ToolsChanged):
@@ -381,6 +411,8 @@ class Hub:
 
     async def disconnect(self, link: Link) -> None:
         """The connection ``link`` ended; its device's calls stay live until answered elsewhere or expired."""
+        if self.media is not None:
+            self.media.abort(link)
         self.session.close(link)
         await self._settle()
 
@@ -401,9 +433,36 @@ class Hub:
         self._flush()
         return sent
 
-    async def send_text(self, text: str, *, conversation_id: str | None = None) -> None:
-        """Send an agent reply (in ``conversation_id``, default the hub's) to every device; kept in the history."""
-        self.session.send_text(text, conversation_id=conversation_id)
+    async def send_text(
+        self,
+        text: str,
+        *,
+        message_id: str | None = None,
+        attachments: Sequence[Attachment] = (),
+        conversation_id: str | None = None,
+    ) -> str:
+        """Send an agent reply (in ``conversation_id``, default the hub's) to every device, settling the reply
+        streamed under ``message_id``; its id. Kept in the history."""
+        message_id = self.session.send_text(
+            text, message_id=message_id, attachments=attachments, conversation_id=conversation_id
+        )
+        self._flush()
+        return message_id
+
+    async def send_file(self, text: str, data: bytes, name: str, mime: str) -> str:
+        """Send the agent's file ``data`` (kept in the media store) with ``text``; the message id.
+
+        A link without URLs (the relay) gets it inline when it is small enough.
+        """
+        if self.media is None:
+            raise MediaError("no_media", "this agent keeps no files")
+        file = self.media.put(data, name, mime, check=False)
+        inline = any(getattr(peer.link, "max_text", None) is not None for peer in self.peers)
+        return await self.send_text(text, attachments=[self.media.attachment(file, inline=inline)])
+
+    async def stream_text(self, message_id: str, text: str, *, conversation_id: str | None = None) -> None:
+        """Reply ``message_id``, still being written, reads ``text`` so far: send every device the new piece."""
+        self.session.stream_text(message_id, text, conversation_id=conversation_id)
         self._flush()
 
     async def set_status(
@@ -542,6 +601,59 @@ class Hub:
         count = self.session.cancel_all(reason)
         self._flush()
         return count
+
+    # ------------------------------------------------------------------------------- files
+
+    def _on_file(self, event: FileReceived[Link]) -> None:
+        """A piece of an upload: keep it; the App is told when the file is complete, or why it was refused."""
+        message = event.message
+        try:
+            if self.media is None:
+                raise MediaError("no_media", "this agent takes no files")
+            if isinstance(message, FileBegin):
+                self.media.begin(event.link, message)
+                return
+            file = self.media.chunk(event.link, message)
+        except MediaError as exc:
+            self.reply(event.link, Error(code=exc.code, message=str(exc), upload_id=message.upload_id))
+            return
+        if file is not None:
+            self.session.audit_file(event.device_id, file.sha256, file.size)
+            self.reply(event.link, FileStored(upload_id=message.upload_id, file=self.media.attachment(file)))
+
+    async def _text_with_files(self, event: TextReceived) -> None:
+        """App text with files: each is one the App uploaded, or comes inline; then the runtime gets them."""
+        files: list[StoredFile] = []
+        try:
+            if self.media is None:
+                raise MediaError("no_media", "this agent takes no files")
+            for attachment in event.attachments:
+                files.append(self._received_file(self.media, attachment))
+        except MediaError as exc:
+            for peer in self.peers:
+                if peer.device_id == event.device_id:
+                    self.reply(peer.link, Error(code=exc.code, message=f"the message was not delivered: {exc}"))
+            return
+        if self.on_files is not None:
+            await _maybe_await(self.on_files(event.device_id, event.text, files))
+        elif self.on_text is not None:
+            names = ", ".join(file.name for file in files)
+            await _maybe_await(self.on_text(event.device_id, f"{event.text}\n[files sent with it: {names}]"))
+
+    @staticmethod
+    def _received_file(media: MediaStore, attachment: Attachment) -> StoredFile:
+        if attachment.data is not None:
+            try:
+                data = base64.b64decode(attachment.data, validate=True)
+            except (binascii.Error, ValueError):
+                raise MediaError("upload_failed", f"{attachment.name!r} is not valid base64") from None
+            if hashlib.sha256(data).hexdigest() != attachment.id:
+                raise MediaError("upload_failed", f"{attachment.name!r} arrived damaged: its SHA-256 does not match")
+            return media.put(data, attachment.name, attachment.mime)
+        known = media.get(attachment.id)
+        if known is None:
+            raise MediaError("unknown_file", f"file {attachment.name!r} is not (or no longer) kept; send it again")
+        return known._replace(name=attachment.name)
 
     def _confirm(self, deadline: float | None) -> Confirm:
         """How an in-process tool asks the user's approval: a ``confirm`` call to the App."""

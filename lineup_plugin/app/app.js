@@ -4,12 +4,14 @@ import { agentApi } from "./api.js";
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
+import { h } from "./dom.js";
 import { Connection } from "./connection.js";
 import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId, peer } from "./envelope.js";
 import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
 import { StatusView } from "./status.js";
+import { Uploads, readableSize } from "./files.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
 
@@ -32,6 +34,9 @@ const ui = {
   composer: $("composer"),
   message: $("message"),
   conversations: $("conversations"),
+  photo: $("photo"),
+  file: $("file"),
+  tray: $("tray"),
 };
 
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
@@ -75,11 +80,13 @@ function showEntry(entry, replay = false) {
   if (!entry || typeof entry !== "object" || (!replay && !cursor.fresh(entry.seq))) return;
   inConversation(entry.conversation_id, () => {
     conversations.create(shownIn);
+    const files = Array.isArray(entry.attachments) ? entry.attachments : [];
     if (entry.event === "text.in" && typeof entry.text === "string") {
-      if (!typedHere.has(entry.ref)) feed.message("user", entry.text);
+      if (!typedHere.has(entry.ref)) feed.message("user", entry.text, files);
       conversations.guess(shownIn, entry.text);
     } else if (entry.event === "text.out" && typeof entry.text === "string") {
-      feed.message("agent", entry.text);
+      const { text, message_id, interrupted } = entry;
+      feed.agentText({ text, message_id, interrupted: Boolean(interrupted), attachments: files });
     } else if (entry.event === "call" && entry.call) {
       deck.restore(entry.call);
     } else if (entry.event === "call.end" && entry.result) {
@@ -100,7 +107,7 @@ function replay(items) {
     if (item?.e) showEntry(item.e, true);
     else if (item?.p && typeof item.p === "object") {
       inConversation(item.c, () => {
-        if (item.k === "text") feed.message("agent", String(item.p.text ?? ""));
+        if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") });
         else if (item.k === "tool.call") deck.restore(item.p);
         else if (item.k === "tool.cancel") deck.cancel(item.p);
         else if (item.k === "answer") deck.settle(item.p.call_id, item.p, describeEnd(item.p), answeredWhere(deviceId(), deviceId()));
@@ -149,11 +156,14 @@ const HANDLERS = {
     if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
   },
   "agent.status": (payload) => showAgentStatus(ui.status, ui.stop, payload),
-  text: (payload) => feed.message("agent", String(payload.text ?? "")),
+  text: (payload) => feed.agentText({ ...payload, text: String(payload.text ?? "") }),
+  "message.delta": (payload) => feed.delta({ ...payload, text: String(payload.text ?? "") }),
+  "file.stored": (payload) => uploads.stored(payload),
   "tool.call": (payload) => deck.call(payload),
   "tool.cancel": (payload) => deck.cancel(payload),
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
+    if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to
     if (!deck.problem(payload)) feed.message("system", `The agent refused a message: ${payload.message}`);
   },
 };
@@ -199,13 +209,65 @@ ui.connectForm.addEventListener("submit", (event) => {
   start({ host, token });
 });
 
+const uploads = new Uploads((kind, payload) => connection.send(kind, payload));
+let chosen = []; // files picked for the next message
+
+function showTray() {
+  ui.tray.replaceChildren(
+    ...chosen.map((file, index) =>
+      h(
+        "span",
+        { class: "chip" },
+        `${file.name || "photo"} · ${readableSize(file.size)}`,
+        h("button", {
+          type: "button",
+          class: "icon",
+          "aria-label": `Remove ${file.name || "photo"}`,
+          onclick: () => {
+            chosen.splice(index, 1);
+            showTray();
+          },
+        }, "×"),
+      ),
+    ),
+  );
+  ui.tray.hidden = chosen.length === 0;
+}
+
+for (const input of [ui.photo, ui.file]) {
+  input.addEventListener("change", () => {
+    chosen.push(...input.files);
+    input.value = "";
+    showTray();
+  });
+}
+
+/** Upload the files, then send the text that carries them; a refusal is said and nothing is sent. */
+async function sendWithFiles(text, files) {
+  const bubble = feed.message("user", text, files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file })));
+  bubble.dataset.state = "sending";
+  try {
+    const attachments = await Promise.all(files.map((file) => uploads.upload(file)));
+    typedHere.add(connection.send("text", { text, attachments }));
+    delete bubble.dataset.state;
+  } catch (error) {
+    bubble.dataset.state = "failed";
+    feed.message("system", `Not sent: ${error.message}`);
+  }
+}
+
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.message.value.trim();
-  if (!text) return;
-  typedHere.add(connection.send("text", { text }));
-  feed.message("user", text);
-  conversations.guess(conversations.current, text);
+  if (!text && !chosen.length) return;
+  if (chosen.length) {
+    sendWithFiles(text, chosen.splice(0));
+    showTray();
+  } else {
+    typedHere.add(connection.send("text", { text }));
+    feed.message("user", text);
+  }
+  if (text) conversations.guess(conversations.current, text);
   ui.message.value = "";
   fitMessageBox();
 });

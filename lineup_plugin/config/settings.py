@@ -43,6 +43,22 @@ class WuKongIMSettings(BaseModel):
     )
 
 
+#: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
+DEFAULT_FILE_TYPES = (
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+    "application/pdf",
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/json",
+)
+
+
 class Settings(BaseModel):
     """All of LineUp's settings, with their defaults."""
 
@@ -79,6 +95,12 @@ class Settings(BaseModel):
     history_limit: int = Field(default=HISTORY_LIMIT, ge=0, le=10_000_000)
     #: ...and none older than this many seconds (None: no age limit)
     history_max_age: float | None = Field(default=HISTORY_MAX_AGE, gt=0)
+    #: the largest file the App may send (bytes)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    #: the media types the App may send (``type/*`` admits a whole type)
+    file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
+    #: days a file sent either way is kept in ``<data_dir>/media``
+    media_retention_days: float = Field(default=30.0, gt=0)
     wukongim: WuKongIMSettings | None = None
 
     @field_validator("deadlines")

@@ -14,7 +14,11 @@ kind               direction        purpose
 ``tool.cancel``    both             cancel a call that has not finished
 ``agent.status``   agent → App      idle / thinking / waiting_input / running / interrupted / failed
 ``agent.stop``     App → agent      the user pressed stop
-``text``           both             a chat message (App → user message; agent reply → App)
+``text``           both             a chat message (App → user message; agent reply → App), maybe with files
+``message.delta``  agent → App      a piece of an agent reply still being written (same ``message_id``)
+``file.begin``     App → agent      an upload starts: name, type, size, SHA-256
+``file.chunk``     App → agent      the next base64 piece of an upload
+``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
 ``history``        agent → App      numbered past events a device missed; the conversations
 =================  ===============  =====================================================
@@ -57,6 +61,15 @@ MAX_OPEN_CALLS = 1000
 #: the largest sequence number: the largest integer a JavaScript number holds exactly
 MAX_SEQ = 2**53 - 1
 Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
+#: how many files one ``text`` may carry
+MAX_ATTACHMENTS = 10
+#: the largest file carried inline (base64 in ``Attachment.data``), e.g. over the relay (bytes)
+INLINE_MAX = 256 * 1024
+#: the largest base64 piece of one ``file.chunk`` (characters; 512 KiB of file)
+MAX_CHUNK_CHARS = 4 * 512 * 1024 // 3 + 4
+#: the longest text of a chat message or of one delta
+MAX_TEXT = 100_000
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Actor(WireModel):
@@ -173,11 +186,78 @@ class AgentStop(WireModel):
     reason: str | None = None
 
 
-class Text(WireModel):
-    """A chat message between the user and the agent."""
+class Attachment(WireModel):
+    """A file that goes with a ``text``: kept by the agent under its SHA-256 (``id``).
 
-    text: str = Field(max_length=100_000)
+    From the agent, ``url`` is where the App fetches it (same origin, with a key that only the
+    token's holder gets); over a link without URLs (the relay) a file up to :data:`INLINE_MAX`
+    bytes travels as base64 ``data`` instead. From the App, ``id`` names a file already uploaded
+    (``file.stored``), or ``data`` carries it inline.
+    """
+
+    id: Sha256
+    name: str = Field(min_length=1, max_length=255)
+    mime: str = Field(min_length=3, max_length=127, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
+    size: int = Field(ge=0)
+    url: str | None = Field(default=None, max_length=512)
+    data: str | None = Field(default=None, max_length=4 * INLINE_MAX // 3 + 4, repr=False)
+
+
+class Text(WireModel):
+    """A chat message between the user and the agent.
+
+    ``message_id`` stays the same for one message however it travels: the ``message.delta``
+    pieces of a streamed reply and the final ``text`` share it. ``interrupted`` marks a reply
+    whose run stopped before it was complete (``text`` is then what was written until then).
+    """
+
+    text: str = Field(max_length=MAX_TEXT)
     reply_to: str | None = None
+    message_id: Identifier | None = None
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+    interrupted: bool = False
+
+
+class MessageDelta(WireModel):
+    """A piece of an agent reply still being written: append ``text`` (or put it in place, ``replace``).
+
+    ``seq`` counts the pieces of one ``message_id`` from 0, so a piece out of order or missed is
+    noticed; the ``text`` with the same ``message_id`` settles the message.
+    """
+
+    message_id: Identifier
+    seq: int = Field(ge=0)
+    text: str = Field(max_length=MAX_TEXT)
+    replace: bool = False
+
+
+class FileBegin(WireModel):
+    """An upload starts. Its ``file.chunk`` pieces follow; the agent checks ``size`` and type first.
+
+    ``sha256``, when the App can compute it (browsers only offer it on https or localhost pages),
+    is checked once the file is complete.
+    """
+
+    upload_id: Identifier
+    name: str = Field(min_length=1, max_length=255)
+    mime: str = Field(min_length=3, max_length=127, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
+    size: int = Field(ge=0)
+    sha256: Sha256 | None = None
+
+
+class FileChunk(WireModel):
+    """The next piece of upload ``upload_id``: ``seq`` from 0, ``data`` base64."""
+
+    upload_id: Identifier
+    seq: int = Field(ge=0)
+    data: str = Field(max_length=MAX_CHUNK_CHARS, repr=False)
+
+
+class FileStored(WireModel):
+    """Upload ``upload_id`` is complete and kept as ``file`` (attach it to a ``text``)."""
+
+    upload_id: Identifier
+    file: Attachment
 
 
 class Error(WireModel):
@@ -187,6 +267,7 @@ class Error(WireModel):
     message: str
     ref: str | None = None
     call_id: str | None = None
+    upload_id: str | None = None
 
 
 HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "conversation"]
@@ -195,8 +276,9 @@ HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "con
 class HistoryEntry(WireModel):
     """One numbered event of a conversation, as the agent's store keeps it.
 
-    ``event`` says which fields are set: ``text.in`` (the user's ``text``, typed on
-    ``device_id``; ``ref`` is the id of the App's envelope), ``text.out`` (the agent's ``text``),
+    ``event`` says which fields are set: ``text.in`` (the user's ``text`` and ``attachments``,
+    typed on ``device_id``; ``ref`` is the id of the App's envelope), ``text.out`` (the agent's
+    ``text`` and ``attachments`` as message ``message_id``; ``interrupted`` when it was cut short),
     ``call`` (the ``call`` the agent made), ``call.end`` (its terminal ``result``; ``device_id``
     answered it, none when it ended otherwise), ``status`` (the agent's ``status``),
     ``conversation`` (the conversation is called ``title``).
@@ -209,6 +291,9 @@ class HistoryEntry(WireModel):
     device_id: str | None = None
     ref: str | None = None
     text: str | None = None
+    message_id: str | None = None
+    attachments: list[Attachment] | None = None
+    interrupted: bool | None = None
     call: ToolCall | None = None
     result: ToolResult | None = None
     status: AgentStatus | None = None
@@ -252,6 +337,10 @@ Payload = (
     | AgentStatus
     | AgentStop
     | Text
+    | MessageDelta
+    | FileBegin
+    | FileChunk
+    | FileStored
     | Error
     | History
 )
@@ -268,6 +357,10 @@ KINDS: dict[str, type[WireModel]] = {
     "agent.status": AgentStatus,
     "agent.stop": AgentStop,
     "text": Text,
+    "message.delta": MessageDelta,
+    "file.begin": FileBegin,
+    "file.chunk": FileChunk,
+    "file.stored": FileStored,
     "error": Error,
     "history": History,
 }

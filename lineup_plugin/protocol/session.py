@@ -57,11 +57,14 @@ from .messages import (
     AgentState,
     AgentStatus,
     AgentStop,
+    Attachment,
     ConversationInfo,
     DeviceHello,
     DeviceWelcome,
     Envelope,
     Error,
+    FileBegin,
+    FileChunk,
     History,
     HistoryEntry,
     HistoryEvent,
@@ -73,6 +76,7 @@ from .messages import (
     ToolList,
     ToolResult,
 )
+from .replies import Replies
 from .tools import ToolDefinition
 
 #: a link: whatever object the driver uses to name a connection (hashable)
@@ -213,10 +217,12 @@ class CloseLink(NamedTuple, Generic[L]):
 
 @dataclass(frozen=True, slots=True)
 class TextReceived:
-    """Event: the user typed ``text`` in the App on ``device_id``, in conversation ``conversation_id``."""
+    """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent),
+    in conversation ``conversation_id``."""
 
     device_id: str
     text: str
+    attachments: tuple[Attachment, ...] = ()
     conversation_id: str = "default"
 
 
@@ -248,6 +254,15 @@ class AppToolCall(Generic[L]):
 
 
 @dataclass(frozen=True, slots=True)
+class FileReceived(Generic[L]):
+    """Event: a piece of an upload (``file.begin`` or ``file.chunk``) arrived on ``link``; the driver keeps it."""
+
+    link: L
+    device_id: str
+    message: FileBegin | FileChunk
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesChanged:
     """Event: a device was attached or detached."""
 
@@ -255,7 +270,7 @@ class DevicesChanged:
     attached: bool
 
 
-Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | DevicesChanged
+Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | FileReceived[Any] | DevicesChanged
 
 
 class Batch(Generic[L]):
@@ -326,6 +341,8 @@ class Session(Generic[L]):
         self.agent = Actor(kind="agent", id=agent_id)
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
+        #: the agent's replies being streamed
+        self.replies = Replies()
         self._links: dict[L, _Link] = {}
         #: the attached links and their devices, in the order they attached
         self._attached: dict[L, str] = {}
@@ -502,10 +519,16 @@ class Session(Generic[L]):
         elif isinstance(payload, Text):
             self._audit("text.in", device_id=device_id)
             conversation_id = message.conversation_id
-            entry = self._record("text.in", conversation_id, device_id=device_id, ref=message.id, text=payload.text)
+            files = tuple(payload.attachments)
+            entry = self._record(
+                "text.in", conversation_id, device_id=device_id, ref=message.id, text=payload.text,
+                attachments=_by_url(files),
+            )
             if entry is not None:  # every device shows it (the one that typed it knows it by ``ref``)
                 self._broadcast_entry(entry)
-            self._out.events.append(TextReceived(device_id, payload.text, conversation_id))
+            self._out.events.append(TextReceived(device_id, payload.text, files, conversation_id))
+        elif isinstance(payload, FileBegin | FileChunk):
+            self._out.events.append(FileReceived(link, device_id, payload))
         elif isinstance(payload, AgentStop):
             self._audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self._out.events.append(StopRequested(device_id, payload.reason))
@@ -673,20 +696,65 @@ class Session(Generic[L]):
             self._out.messages.append(Send(link, text))
         return len(self._attached)
 
-    def send_text(self, text: str, *, conversation_id: str | None = None) -> None:
-        """An agent reply in ``conversation_id`` (default: the session's), for every device; kept in the history."""
+    def send_text(
+        self,
+        text: str,
+        *,
+        message_id: str | None = None,
+        attachments: Iterable[Attachment] = (),
+        conversation_id: str | None = None,
+    ) -> str:
+        """An agent reply in ``conversation_id`` (default: the session's), for every device; returns its
+        ``message_id`` (made here when not given). Kept in the history.
+
+        A reply being streamed under ``message_id`` is settled by it. An attachment's inline
+        ``data`` goes only to links that carry bounded messages (the relay: no URLs there).
+        """
         conversation_id = self._conversation(conversation_id)
+        message_id = message_id or codec.new_id("msg")
         self._audit("text.out")
-        entry = self._record("text.out", conversation_id, text=text)
-        self.broadcast(Text(text=text), conversation_id=conversation_id, seq=entry.seq if entry else None)
+        settled = self.replies.settle(message_id, text)
+        if settled is None:
+            return message_id
+        files = list(attachments)
+        by_url = _by_url(files) or []
+        entry = self._record(
+            "text.out", conversation_id, text=settled.text, message_id=message_id, attachments=by_url or None
+        )
+        seq = entry.seq if entry is not None else None
+        for link, device_id in self._attached.items():
+            inline = self._links[link].max_text is not None
+            message = settled.model_copy(update={"attachments": files if inline else by_url})
+            text = self.encode(message, device_id, conversation_id=conversation_id, seq=seq)
+            self._out.messages.append(Send(link, text))
+        return message_id
+
+    def stream_text(self, message_id: str, text: str, *, conversation_id: str | None = None) -> None:
+        """Reply ``message_id`` being written reads ``text`` so far: every device gets the new piece."""
+        delta = self.replies.update(message_id, text)
+        if delta is not None:
+            self.broadcast(delta, conversation_id=conversation_id)
+
+    def audit_file(self, device_id: str, sha256: str, size: int) -> None:
+        """Record that the App on ``device_id`` sent a file (kept by the driver under ``sha256``)."""
+        self._audit("file.in", device_id=device_id, detail=f"{sha256} {size}")
 
     def set_status(self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None) -> None:
         """Record the agent's status (in ``conversation_id``) and push it to every device.
 
-        A status that differs from the last one kept is kept in the history.
+        A run that ended ``interrupted`` or ``failed`` settles its replies still being written as
+        interrupted (an ``idle`` run's last piece may still be on its way). A status that differs
+        from the last one kept is kept in the history.
         """
         conversation_id = self._conversation(conversation_id)
         self.status = AgentStatus(state=state, detail=detail)
+        if state in ("interrupted", "failed"):
+            for message in self.replies.interrupt():
+                self._audit("text.out", detail="interrupted")
+                cut = self._record(
+                    "text.out", conversation_id, text=message.text, message_id=message.message_id, interrupted=True
+                )
+                self.broadcast(message, conversation_id=conversation_id, seq=cut.seq if cut is not None else None)
         entry = None
         if self._recorded_status != (conversation_id, state, detail):
             self._recorded_status = (conversation_id, state, detail)
@@ -1038,6 +1106,12 @@ class Session(Generic[L]):
 
     def _audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
         self._out.changes.append(Audit(event, call_id, device_id, detail))
+
+
+def _by_url(files: Iterable[Attachment]) -> list[Attachment] | None:
+    """Files as the history keeps them: without their inline data (a device fetches them by URL); None for none."""
+    kept = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+    return kept or None
 
 
 class Grouped(NamedTuple):

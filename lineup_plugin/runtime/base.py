@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from ..media import StoredFile
     from ..protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,16 @@ class AgentRuntime(ABC):
         queue or steer). A runtime with one conversation may ignore ``conversation_id``. Returns
         False when there is no agent to take it.
         """
+
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """A user message from the App that came with ``files`` (kept on this machine; see :mod:`lineup_plugin.media`).
+
+        By default the message is delivered with a line per file naming it and where it is, so
+        an agent with file tools can open it; a runtime with its own media input (Hermes'
+        gateway: images as image input) overrides this.
+        """
+        lines = [f"[the user sent {file.mime} file {file.name!r}, saved at {file.path}]" for file in files]
+        return self.deliver_message("\n".join([*lines, text]), sender=sender)
 
     @abstractmethod
     def interrupt(self, message: str | None = None) -> bool:

@@ -50,6 +50,7 @@ from .lock import Owner, ServerLock, program
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..hub import Hub
+    from ..media import StoredFile
     from ..protocol.messages import AgentState, Origin, ToolResult
     from ..tools.registry import Registry
     from .forward import Forwarder
@@ -230,6 +231,7 @@ class LineUpService:
                     on_text=self._on_text,
                     on_stop=self._on_stop,
                     on_tools_changed=self._on_tools_changed,
+                    on_files=self._on_files,
                 )
                 runner.start()
             except BaseException:
@@ -516,6 +518,12 @@ class LineUpService:
         delivered = self.runtime.deliver_message(text, sender=device_id, conversation_id=conversation_id)
         if not delivered and runner is not None:
             await runner.hub.send_text(NOT_TAKING_MESSAGES, conversation_id=conversation_id)
+
+    async def _on_files(self, device_id: str, text: str, files: list[StoredFile]) -> None:
+        if not self.runtime.deliver_files(text, files, sender=device_id):
+            runner = self.runner
+            if runner is not None:
+                await runner.hub.send_text(NOT_TAKING_MESSAGES)
 
     async def _on_stop(self, device_id: str) -> None:
         """The App's stop button: stop the run first, then close whatever card is still open.

@@ -41,6 +41,8 @@ model:
   base_url: {base_url}
   api_key: scripted
   context_length: {context_length}
+  # the scripted model takes images (image_url parts); Hermes would otherwise describe them in text
+  supports_vision: true
 agent:
   clarify_timeout: 60
 approvals:

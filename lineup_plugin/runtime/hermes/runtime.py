@@ -54,6 +54,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
+    from ...media import StoredFile
     from ...protocol.messages import Origin
     from ...tools.registry import Registry
 
@@ -125,7 +126,7 @@ class GatewayHost:
     def deliver(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
         """A message of the App user's session: the chat of its conversation."""
         adapter = self.adapter
-        return adapter is not None and bool(adapter.deliver_text(text, sender, conversation_id))
+        return adapter is not None and bool(adapter.deliver_text(text, sender, conversation_id=conversation_id))
 
     def interrupt(self, message: str | None) -> bool:
         """``/stop`` in the App user's session, waited for (:data:`STOP_TIMEOUT` at most)."""
@@ -442,6 +443,14 @@ class HermesRuntime(AgentRuntime):
             self._platforms.move_to_end(session_id)
             while len(self._platforms) > APP_SESSIONS_KEPT:
                 self._platforms.popitem(last=False)
+
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """Gateway: one message of the App user's session with the files as its media (images are
+        image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
+        adapter = self.gateway.adapter
+        if adapter is not None:
+            return bool(adapter.deliver_text(text, sender, files))
+        return super().deliver_files(text, files, sender=sender)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""

@@ -5,6 +5,11 @@ One port serves both:
 - ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
 - ``GET /renderers/<sha256>.js``, ``GET /api/...``: plugins' App renderers and the token-checked
   JSON API (:mod:`.api`);
+- ``GET /media/<sha256>?key=<key>``: a file sent either way (:mod:`lineup_plugin.media`); the
+  key comes with the message that carries the file and is an HMAC of the hash under the token,
+  so no file is ever served without it (403). Only raster images are served inline; every other
+  type is a download, and media responses carry ``Content-Security-Policy: default-src 'none';
+  sandbox``;
 - ``/ws``: the App's WebSocket. Its first message must be a ``lineup.v1.device.hello`` carrying
   the token, sent within :attr:`Limits.hello_timeout`. Only then is the device attached to the
   hub and sees anything of the agent.
@@ -42,7 +47,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -50,6 +55,7 @@ from websockets.http11 import Request, Response
 
 from ...errors import TransportError
 from ...hub import Hub
+from ...media import INLINE_TYPES
 from ...protocol.messages import DeviceHello, Error
 from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
@@ -71,6 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WS_PATH = "/ws"
+MEDIA_PATH = "/media/"
 
 AUTH_FAILED = 4401
 BAD_HELLO = 4400
@@ -290,6 +297,8 @@ class DirectServer:
             return
         self._token = load_or_create_token(self.options.token, self.options.data_dir)
         self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
+        if self.hub.media is not None:
+            self.hub.media.use_secret(self._token)  # the keys of download links
         self._stopping.clear()
         try:
             self._server = await serve(
@@ -407,6 +416,8 @@ class DirectServer:
         if path.startswith(API_PREFIX):
             address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
             return await self.api.answer(request, address)
+        if path.startswith(MEDIA_PATH):
+            return self._media_file(connection, request)
         if path != WS_PATH:
             return self.api.renderer(path) or self._static_file(connection, request)
         origin = origins[0] if len(origins) == 1 else None
@@ -418,6 +429,31 @@ class DirectServer:
                 "or add the origin to lineup's allowed_origins setting\n",
             )
         return None
+
+    def _media_file(self, connection: ServerConnection, request: Request) -> Response:
+        """``/media/<sha256>?key=...``: a kept file, for whoever has its key."""
+        media = self.hub.media
+        url = urlsplit(request.path)
+        sha256 = url.path[len(MEDIA_PATH) :]
+        key = parse_qs(url.query).get("key", [""])[0]
+        file = media.get(sha256) if media is not None else None
+        if media is None or not key or not media.key_matches(sha256, key):
+            refused = connection.respond(HTTPStatus.FORBIDDEN, "a file link needs the key the agent sent with it\n")
+        elif file is None:
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "no such file (it may have expired)\n")
+        else:
+            inline = file.mime in INLINE_TYPES
+            disposition = "inline" if inline else "attachment"
+            return response(
+                HTTPStatus.OK,
+                file.path.read_bytes(),
+                file.mime if inline else "application/octet-stream",
+                ("Content-Disposition", f"{disposition}; filename*=UTF-8''{quote(file.name, safe='')}"),
+                ("Content-Security-Policy", "default-src 'none'; sandbox"),
+                ("Cache-Control", "private, max-age=31536000, immutable"),
+            )
+        refused.headers.update(_SECURITY_HEADERS)
+        return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
         node = find_file(self.app_dir, request.path)
