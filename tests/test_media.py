@@ -274,3 +274,17 @@ async def test_an_upload_without_the_token_is_refused_and_nothing_is_kept(server
     assert (code, reason) == (4401, "wrong token")
     assert [message.kind for message in told] == ["error"]
     assert leftovers(server) == []
+
+
+async def test_a_large_piece_sent_the_moment_the_app_is_welcomed_is_taken(tmp_path: Path) -> None:
+    """The frame limit is raised before the welcome leaves (an App flushes its outbox on the welcome)."""
+    settings = make_settings(tmp_path, max_file_bytes=1024 * 1024)
+    hub = Hub(load_registry(load_entrypoints=False), media=MediaStore.from_settings(settings))
+    async with DirectServer.from_settings(hub, settings) as running:
+        data = os.urandom(512 * 1024)
+        app = await WsApp.connect(running)
+        await app.send(FileBegin(upload_id="u1", name="notes.txt", mime="text/plain", size=len(data)))
+        await app.send(FileChunk(upload_id="u1", seq=0, data=base64.b64encode(data).decode()))
+        stored = (await app.next("file.stored")).payload
+        assert isinstance(stored, FileStored) and stored.file.id == hashlib.sha256(data).hexdigest()
+        await app.close()
