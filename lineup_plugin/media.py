@@ -63,6 +63,7 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "image/heif": lambda head: head[4:8] == b"ftyp",
 }
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_MIME = re.compile(r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]{1,100}$")
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 
 
@@ -199,7 +200,9 @@ class MediaStore:
         if check:
             self._admit(name, mime, len(data))
             check_content(mime, data[:16])
-        name = name if check else _safe_name(name)
+        if not check:
+            name = _safe_name(name)
+            mime = mime if _MIME.match(mime) else "application/octet-stream"
         sha256 = hashlib.sha256(data).hexdigest()
         self.incoming.mkdir(parents=True, exist_ok=True)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
@@ -257,7 +260,8 @@ class MediaStore:
         """The next piece of an upload: the kept file once it is complete, else None; MediaError ends it."""
         upload = self._uploads.get(chunk.upload_id)
         if upload is None or upload.owner is not owner:
-            raise MediaError("upload_failed", f"no upload {chunk.upload_id!r} is under way (send file.begin first)")
+            message = f"no upload {chunk.upload_id!r} is under way (cut off by a lost connection?): send the file again"
+            raise MediaError("upload_failed", message)
         try:
             return self._append(upload, chunk)
         except MediaError:

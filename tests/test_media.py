@@ -246,6 +246,12 @@ async def test_a_file_that_is_not_a_raster_image_is_only_ever_a_download(server:
     await app.close()
 
 
+def test_an_agent_file_is_named_and_typed_safely(tmp_path: Path) -> None:
+    media = MediaStore(tmp_path, max_bytes=LIMIT, types=[], retention_days=1)
+    file = media.put(b"x", "../../report\x00.txt", "text/weird type", check=False)
+    assert (file.name, file.mime) == ("report_.txt", "application/octet-stream")
+
+
 def test_files_past_their_retention_are_deleted(tmp_path: Path) -> None:
     now = [time.time()]
     media = MediaStore(tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=1, clock=lambda: now[0])
