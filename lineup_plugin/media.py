@@ -191,6 +191,21 @@ class MediaStore:
             return None
         return StoredFile(sha256, str(meta["name"]), str(meta["mime"]), size, path)
 
+    def received(self, attachment: Attachment) -> StoredFile:
+        """The file an App's ``text`` names: one it uploaded (by ``id``), or one it carries inline (``data``)."""
+        if attachment.data is not None:
+            try:
+                data = base64.b64decode(attachment.data, validate=True)
+            except (binascii.Error, ValueError):
+                raise MediaError("upload_failed", f"{attachment.name!r} is not valid base64") from None
+            if hashlib.sha256(data).hexdigest() != attachment.id:
+                raise MediaError("upload_failed", f"{attachment.name!r} arrived damaged: its SHA-256 does not match")
+            return self.put(data, attachment.name, attachment.mime)
+        known = self.get(attachment.id)
+        if known is None:
+            raise MediaError("unknown_file", f"file {attachment.name!r} is not (or no longer) kept; send it again")
+        return known._replace(name=attachment.name)
+
     def put(self, data: bytes, name: str, mime: str, *, check: bool = True) -> StoredFile:
         """Keep ``data`` (a whole file) as ``name`` of type ``mime``.
 
@@ -204,14 +219,16 @@ class MediaStore:
             name = _safe_name(name)
             mime = mime if _MIME.match(mime) else "application/octet-stream"
         sha256 = hashlib.sha256(data).hexdigest()
-        self.incoming.mkdir(parents=True, exist_ok=True)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
+            self.incoming.mkdir(parents=True, exist_ok=True)
             with part.open("wb") as out:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
             return self._keep(part, sha256, name, mime, len(data))
+        except OSError as exc:
+            raise _not_kept(exc) from None
         finally:
             part.unlink(missing_ok=True)
 
@@ -251,9 +268,12 @@ class MediaStore:
         if sum(1 for upload in self._uploads.values() if upload.owner is owner) >= MAX_UPLOADS_PER_LINK:
             raise MediaError("upload_failed", f"at most {MAX_UPLOADS_PER_LINK} uploads at a time")
         self._admit(begin.name, begin.mime, begin.size)
-        self.incoming.mkdir(parents=True, exist_ok=True)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
-        part.touch()
+        try:
+            self.incoming.mkdir(parents=True, exist_ok=True)
+            part.touch()
+        except OSError as exc:
+            raise _not_kept(exc) from None
         self._uploads[begin.upload_id] = _Upload(begin, owner, part, touched=self.clock())
 
     def chunk(self, owner: object, chunk: FileChunk) -> StoredFile | None:
@@ -269,7 +289,7 @@ class MediaStore:
             raise
         except OSError as exc:
             self._discard(chunk.upload_id)
-            raise MediaError("upload_failed", f"the agent could not keep the file: {exc.strerror or exc}") from None
+            raise _not_kept(exc) from None
 
     def _append(self, upload: _Upload, chunk: FileChunk) -> StoredFile | None:
         begin = upload.begin
@@ -348,6 +368,11 @@ class MediaStore:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
+
+
+def _not_kept(exc: OSError) -> MediaError:
+    """The MediaError for a disk that refused a file (full, read-only...)."""
+    return MediaError("upload_failed", f"the agent could not keep the file: {exc.strerror or exc}")
 
 
 def _safe_name(name: str) -> str:

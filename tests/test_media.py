@@ -294,3 +294,14 @@ async def test_a_large_piece_sent_the_moment_the_app_is_welcomed_is_taken(tmp_pa
         stored = (await app.next("file.stored")).payload
         assert isinstance(stored, FileStored) and stored.file.id == hashlib.sha256(data).hexdigest()
         await app.close()
+
+
+async def test_a_disk_that_refuses_the_file_is_a_clear_error(server: DirectServer) -> None:
+    media = media_dir(server)
+    media.root.mkdir(parents=True)
+    media.incoming.write_text("not a directory")  # where uploads go cannot be written
+    app = await WsApp.connect(server)
+    error = await refused(app, {"size": 10}, [])
+    assert error.code == "upload_failed" and error.message.startswith("the agent could not keep the file:")
+    assert not media.files.exists()
+    await app.close()

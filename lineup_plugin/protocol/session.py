@@ -605,10 +605,10 @@ class Session(Generic[L]):
         ``data`` goes only to links that carry bounded messages (the relay: no URLs there).
         """
         message_id = message_id or codec.new_id("msg")
-        self._audit("text.out")
         settled = self.replies.settle(message_id, text)
         if settled is None:
             return message_id
+        self._audit("text.out")
         files = list(attachments)
         by_url = [file.model_copy(update={"data": None}) if file.data else file for file in files]
         for link, device_id in self._attached.items():
