@@ -305,7 +305,10 @@ async def relay_hub(stack: AsyncExitStack) -> Hub:
     await start_child(stack, "relay-app", fake["ws_url"], "bench-app", "bench-agent")
     hub = new_hub()
     relay = Relay(
-        WuKongIMSettings(api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app"), hub
+        WuKongIMSettings(
+            api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app", text_cards="never"
+        ),
+        hub,
     )
     task = asyncio.create_task(relay.run())
 

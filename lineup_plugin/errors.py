@@ -8,7 +8,9 @@ The hierarchy::
     ├── CallStateError           a call was asked to make a transition its state does not allow
     ├── ToolError                a tool definition or registration is wrong
     │   ├── DuplicateToolError   two plugins registered the same tool name
-    │   └── ArgumentsError       a call's arguments do not match the action's inputSchema
+    │   ├── ArgumentsError       a call's arguments do not match the action's inputSchema
+    │   └── RendererError        a plugin's App renderer cannot be registered (missing, too big, not its tool)
+    ├── HandedOverError          this process stopped serving: a live call goes on in the next one
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
@@ -64,6 +66,15 @@ class ArgumentsError(ToolError):
         super().__init__(message)
         self.path = path
         self.expected = expected
+
+
+class RendererError(ToolError):
+    """A plugin's App renderer cannot be registered: its file is missing, too large or not a module,
+    or the tool is not an App tool of that plugin."""
+
+
+class HandedOverError(LineUpError):
+    """This process stopped serving while a call was live: the call goes on in the process that serves next."""
 
 
 class ConfigError(LineUpError):

@@ -29,10 +29,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, MediaError, StoreError, TransportError
+from .errors import ArgumentsError, HandedOverError, MediaError, StoreError, TransportError
 from .media import MediaStore, StoredFile
 from .protocol import codec
 from .protocol.calls import Call
+from .protocol.history import DEFAULT_RETENTION, Record, Retention
 from .protocol.messages import (
     Actor,
     AgentState,
@@ -41,6 +42,7 @@ from .protocol.messages import (
     Error,
     FileBegin,
     FileStored,
+    Origin,
     Payload,
     ToolCall,
     ToolResult,
@@ -143,6 +145,8 @@ class Hub:
         on_files: FilesHandler | None = None,
         media: MediaStore | None = None,
         clock: Callable[[], float] = time.time,
+        retention: Retention = DEFAULT_RETENTION,
+        reclaim: float = 0.0,
     ) -> None:
         self.registry = registry
         self.store: Store = store if store is not None else MemoryStore()
@@ -160,6 +164,7 @@ class Hub:
             clock=clock,
             agent_id=agent_id,
             conversation_id=conversation_id,
+            retention=retention,
         )
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
         #: changes told to the devices and the model but not yet written (the store failed on them)
@@ -168,10 +173,13 @@ class Hub:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
+        self.text_conversation = conversation_id
         #: runs of high-risk in-process tools an App called, waiting for the user's approval
         self.app_runs: set[asyncio.Task[None]] = set()
-        #: the calls a previous process left pending, closed when this hub was made
-        self.recovered: list[Call] = self.recover()
+        #: the calls a previous process left pending and this hub closed when it was made (the
+        #: others wait ``reclaim`` seconds for the processes that forwarded them to claim them again)
+        self.recovered: list[Call] = self.recover(reclaim)
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: Registry | None = None, **options: Any) -> Hub:
@@ -188,6 +196,8 @@ class Hub:
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
+            retention=settings.retention,
+            reclaim=settings.handover_grace,
             **options,
         )
 
@@ -270,7 +280,7 @@ class Hub:
                 key: str | None = change.call.call_id
                 calls[change.call.call_id] = change.call
             else:
-                key = change.call_id if isinstance(change, Audit) else None
+                key = change.call_id if isinstance(change, Audit | Record) else None
             groups.setdefault(key, []).append(change)
         failed: set[str] = set()
         for key, changes in groups.items():
@@ -289,6 +299,8 @@ class Hub:
     async def _settle(self) -> None:
         """Flush, then run the events that need the runtime (each may produce more to flush)."""
         for event in self._flush():
+            if isinstance(event, TextReceived):
+                self.text_conversation = event.conversation_id
             if isinstance(event, TextReceived) and event.attachments:
                 await self._text_with_files(event)
             elif isinstance(event, TextReceived):
@@ -364,9 +376,10 @@ class Hub:
         self.session.open(link, name=link.name, verify=verify, device_id=device_id, max_text=max_text)
         self._flush()
 
-    def recover(self) -> list[Call]:
-        """Close the calls a previous process left pending (done once, when the hub is made)."""
-        closed = self.session.recover()
+    def recover(self, reclaim: float = 0.0) -> list[Call]:
+        """The calls a previous process left pending (done once, when the hub is made): see
+        :meth:`Session.recover <lineup_plugin.protocol.session.Session.recover>`."""
+        closed = self.session.recover(reclaim=reclaim)
         self._flush()
         return closed
 
@@ -418,10 +431,18 @@ class Hub:
         return sent
 
     async def send_text(
-        self, text: str, *, message_id: str | None = None, attachments: Sequence[Attachment] = ()
+        self,
+        text: str,
+        *,
+        message_id: str | None = None,
+        attachments: Sequence[Attachment] = (),
+        conversation_id: str | None = None,
     ) -> str:
-        """Send an agent reply to every device (settling the reply streamed under ``message_id``); its id."""
-        message_id = self.session.send_text(text, message_id=message_id, attachments=attachments)
+        """Send an agent reply (in ``conversation_id``, default the hub's) to every device, settling the reply
+        streamed under ``message_id``; its id. Kept in the history."""
+        message_id = self.session.send_text(
+            text, message_id=message_id, attachments=attachments, conversation_id=conversation_id
+        )
         self._flush()
         return message_id
 
@@ -436,14 +457,21 @@ class Hub:
         inline = any(getattr(peer.link, "max_text", None) is not None for peer in self.peers)
         return await self.send_text(text, attachments=[self.media.attachment(file, inline=inline)])
 
-    async def stream_text(self, message_id: str, text: str) -> None:
+    async def stream_text(self, message_id: str, text: str, *, conversation_id: str | None = None) -> None:
         """Reply ``message_id``, still being written, reads ``text`` so far: send every device the new piece."""
-        self.session.stream_text(message_id, text)
+        self.session.stream_text(message_id, text, conversation_id=conversation_id)
         self._flush()
 
-    async def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record and push the agent's status to every device."""
-        self.session.set_status(state, detail)
+    async def set_status(
+        self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None
+    ) -> None:
+        """Record and push the agent's status (in ``conversation_id``) to every device."""
+        self.session.set_status(state, detail, conversation_id=conversation_id)
+        self._flush()
+
+    async def name_conversation(self, conversation_id: str, title: str) -> None:
+        """Title a conversation (e.g. an agent session's title); every device is told, the history keeps it."""
+        self.session.name_conversation(conversation_id, title)
         self._flush()
 
     @property
@@ -465,14 +493,23 @@ class Hub:
         action: str | None = None,
         deadline: float | None = None,
         call_id: str | None = None,
+        conversation_id: str | None = None,
+        origin: Origin | None = None,
+        detached: bool = False,
     ) -> ToolResult:
         """Call a tool and wait for its terminal result; never raises for a bad call.
 
+        The call belongs to ``conversation_id`` (default: the hub's); its card says so.
+
         Bad arguments give a ``failed`` result naming the field and what was expected; no App
         connected gives ``failed`` saying so. A call id that was already made is never run
-        twice: its result is waited on or returned. If the waiting task is cancelled (the
-        runtime was interrupted) the call is cancelled on every device and the cancellation
-        propagates.
+        twice: its result is waited on or returned (a call recovered from the process that
+        served before is claimed so). If the waiting task is cancelled (the runtime was
+        interrupted) the call is cancelled on every device and the cancellation propagates —
+        unless ``detached`` (a call another process forwarded, cancelled explicitly with
+        :meth:`cancel`, and kept through a hand-over: see :meth:`release`, which raises
+        :class:`~lineup_plugin.errors.HandedOverError` in its waiters). ``origin`` says who asks
+        (shown on the card).
         """
         new_id = call_id is None
         if call_id is None:
@@ -480,6 +517,8 @@ class Hub:
         else:
             known = self.session.lookup(call_id)
             if known is not None:
+                self.session.claim(call_id)
+                self._arm_timer()
                 return await self._wait(known, owner=False)
         try:
             tool, spec = self.registry.resolve(name, action, arguments)
@@ -488,16 +527,18 @@ class Hub:
                 call_id, name, "failed", str(exc), error="invalid_arguments", field=exc.path, expected=exc.expected
             )
         risk = call_risk(tool, spec, arguments)
-        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk)
+        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk, origin=origin)
         if tool.in_process:
             result = await run_for_agent(self.registry, tool, request, self._confirm(deadline))
             self.session.record_in_process(result)
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id)
+        call = self.session.start_call(
+            request, wait=wait, new_id=new_id, forwarded=detached, conversation_id=conversation_id
+        )
         self._flush()
-        return await self._wait(call, owner=True)
+        return await self._wait(call, owner=not detached)
 
     async def agent_call(self, name: str, flat_arguments: dict[str, Any], **options: Any) -> ToolResult:
         """Call a tool with the model's flat arguments (``action`` among them for app/toolset tools)."""
@@ -525,11 +566,32 @@ class Hub:
         call = self.session.lookup(call_id)
         return call.result if call is not None and call.done else None
 
+    async def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
+        as a device's answer, the first wins and every device's card is dismissed. Returns why it
+        was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
+        refused = self.session.answer_from(surface, result)
+        self._flush()
+        return refused
+
     async def cancel(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
         """Cancel a live call on every device; returns False if it was not live."""
         cancelled = self.session.cancel_call(call_id, reason)
         self._flush()
         return cancelled
+
+    def release(self, call_id: str) -> bool:
+        """Let go of live call ``call_id`` without ending it, for the process that serves next to take over.
+
+        Nothing is written or sent; its waiters get :class:`~lineup_plugin.errors.HandedOverError`.
+        False when the call is not live.
+        """
+        if self.session.release(call_id) is None:
+            return False
+        for waiter in self._waiters.pop(call_id, ()):
+            if not waiter.done():
+                waiter.set_exception(HandedOverError(f"call {call_id} is handed over to the next serving process"))
+        return True
 
     async def cancel_all(self, reason: str) -> int:
         """Cancel every live call (e.g. the user pressed stop); returns how many."""

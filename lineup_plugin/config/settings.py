@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
 from .check import default_data_dir, given_settings
 
 
@@ -35,6 +36,11 @@ class WuKongIMSettings(BaseModel):
     content_type: int = Field(default=9527, ge=1, le=2**31 - 1, description="custom content type of LineUp envelopes")
     protocol_version: int = Field(default=4, ge=2, le=5)
     device_flag: int = Field(default=2, ge=0, le=2)
+    text_cards: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="cards as plain text for the App user: auto (until their client sends a LineUp envelope), "
+        "always or never",
+    )
 
 
 #: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
@@ -77,11 +83,18 @@ class Settings(BaseModel):
     #: seconds a call made just after this process started serving waits for an App to connect
     #: before it ends ``no_app``; None: 120 on an interactive terminal, else 0
     app_grace: float | None = Field(default=None, ge=0)
+    #: seconds a process that takes over serving keeps the calls left open by the one before it,
+    #: for the processes that forwarded them to claim them again (then they end ``cancelled``)
+    handover_grace: float = Field(default=15.0, ge=0)
     max_frame_bytes: int = Field(default=1_048_576, ge=1024)
     max_queue: int = Field(default=256, ge=1)
     max_connections: int = Field(default=64, ge=1)
     heartbeat: float = Field(default=20.0, gt=0)
     agent_id: str = "lineup-agent"
+    #: history kept for the App (reload, another device): at most this many entries (0: no history)...
+    history_limit: int = Field(default=HISTORY_LIMIT, ge=0, le=10_000_000)
+    #: ...and none older than this many seconds (None: no age limit)
+    history_max_age: float | None = Field(default=HISTORY_MAX_AGE, gt=0)
     #: the largest file the App may send (bytes)
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     #: the media types the App may send (``type/*`` admits a whole type)
@@ -115,6 +128,11 @@ class Settings(BaseModel):
             where = f"as uid {self.wukongim.uid!r} on {self.wukongim.api_url} for App user {self.wukongim.app_uid!r}"
             return f"lineup: relay mode ({why}): WuKongIM {where}"
         return f"lineup: direct mode ({why}): App server on {self.host}:{self.port}"
+
+    @property
+    def retention(self) -> Retention:
+        """How much history is kept (``history_limit``, ``history_max_age``)."""
+        return Retention(self.history_limit, self.history_max_age)
 
     @property
     def database(self) -> Path:

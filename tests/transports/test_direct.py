@@ -55,10 +55,11 @@ async def running(tmp_path: Path, **options: Any) -> AsyncIterator[DirectServer]
         yield server
 
 
-async def http_get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+async def http_get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One raw HTTP/1.1 GET, so the request path reaches the server exactly as written."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}\r\n".encode())
     data = await reader.read()
     writer.close()
     await writer.wait_closed()

@@ -13,7 +13,7 @@ from . import compat
 
 if TYPE_CHECKING:
     from ...hub import Hub
-    from ...protocol.messages import ToolResult
+    from ...protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,20 @@ EMOJI = "📱"
 #: the App chat and user as the gateway sees them (LineUp has one human per agent)
 APP_CHAT = "app"
 APP_USER = "lineup-user"
+#: the LineUp conversation of the App chat (:data:`APP_CHAT`); other App conversations are chats of their own id
+APP_CONVERSATION = "default"
+
+
+def app_conversation(chat_id: str) -> str:
+    """The LineUp conversation of a gateway chat of the ``lineup`` platform."""
+    return APP_CONVERSATION if chat_id in ("", APP_CHAT) else chat_id
+
+
+def app_chat(conversation_id: str | None) -> str:
+    """The gateway chat (``lineup`` platform) of a LineUp conversation: the inverse of :func:`app_conversation`."""
+    return APP_CHAT if conversation_id in (None, "", APP_CONVERSATION) else str(conversation_id)
+
+
 #: how often a card shown for Hermes checks whether Hermes' wait ended another way
 SETTLE_POLL = 0.5
 #: the keys of ``plugins.entries.<name>`` that Hermes reads for every plugin (not LineUp settings)
@@ -59,6 +73,19 @@ def process_role() -> str:
     except Exception:  # pragma: no cover - Hermes internals moved (the compat test names it)
         pass
     return "process"
+
+
+def hermes_origin(session_id: str, task_id: str) -> Origin | None:
+    """A Hermes tool call's session as the App names it: a ``delegate_task`` subagent (task id
+    ``subagent-…``), a cron job (session ``cron_<job>_<time>``), else None (the process's kind)."""
+    from ...protocol.messages import Origin  # at run time: off the start path
+
+    if task_id.startswith("subagent-"):
+        return Origin(kind="subagent", label=task_id.removeprefix("subagent-")[:120] or None)
+    if session_id.startswith("cron_"):
+        job = session_id.removeprefix("cron_").rsplit("_", 2)[0]
+        return Origin(kind="cron", label=job[:120] or None)
+    return None
 
 
 def clarify_card(question: str, choices: list[str] | None) -> tuple[str, dict[str, Any]]:
@@ -112,8 +139,17 @@ class Answer:
         return False
 
 
-async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, call_id: str, answer: Answer) -> None:
-    """On the hub's loop: show a card for a Hermes wait and apply its result; close it if the wait ended first.
+async def ask(
+    hub: Hub,
+    name: str,
+    arguments: dict[str, Any],
+    deadline: float,
+    call_id: str,
+    answer: Answer,
+    conversation_id: str | None = None,
+) -> None:
+    """On the hub's loop: show a card for a Hermes wait (in ``conversation_id``) and apply its result;
+    close it if the wait ended first.
 
     The call and a watcher run in one task group. The watcher polls ``answer.settled`` every
     :data:`SETTLE_POLL` seconds (Hermes has no event for it) and, once Hermes' wait ended another
@@ -139,7 +175,8 @@ async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, c
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(watch)
         try:
-            result = await hub.call(name, arguments, deadline=deadline, call_id=call_id)
+            options: dict[str, Any] = {"deadline": deadline, "call_id": call_id, "conversation_id": conversation_id}
+            result = await hub.call(name, arguments, **options)
         except Exception:
             log.warning("lineup: %s card failed", name, exc_info=True)
         if not closed:  # a watcher that is telling the devices is left to finish

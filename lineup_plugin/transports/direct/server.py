@@ -3,6 +3,8 @@
 One port serves both:
 
 - ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
+- ``GET /renderers/<sha256>.js``, ``GET /api/...``: plugins' App renderers and the token-checked
+  JSON API (:mod:`.api`);
 - ``GET /media/<sha256>?key=<key>``: a file sent either way (:mod:`lineup_plugin.media`); the
   key comes with the message that carries the file and is an HMAC of the hash under the token,
   so no file is ever served without it (403). Only raster images are served inline; every other
@@ -36,7 +38,6 @@ connection at fault; the server keeps serving the others.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import socket
 from contextlib import suppress
@@ -49,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
@@ -57,6 +57,7 @@ from ...errors import TransportError
 from ...hub import Hub
 from ...media import INLINE_TYPES
 from ...protocol.messages import DeviceHello, Error
+from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
     QuietHandshakes,
@@ -89,12 +90,7 @@ QUEUE_FULL = "send queue full: the App is not reading"
 FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
 
-_SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
-    ("Cache-Control", "no-cache"),
-)
+_SECURITY_HEADERS = (*SECURITY_HEADERS, ("Cache-Control", "no-cache"))
 
 
 @dataclass(frozen=True)
@@ -286,6 +282,7 @@ class DirectServer:
         self._waiting: set[ServerConnection] = set()
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
+        self.api = HttpApi(hub, lambda: self.token, self.throttle)
 
     @classmethod
     def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
@@ -402,7 +399,7 @@ class DirectServer:
 
     # ------------------------------------------------------------------------------ HTTP
 
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         origins = request.headers.get_all("Origin")
         host = request.headers.get_all("Host")
         if len(origins) > 1 or len(host) > 1:
@@ -416,10 +413,13 @@ class DirectServer:
                 "or add the name to lineup's allowed_hosts setting\n",
             )
         path = urlsplit(request.path).path
+        if path.startswith(API_PREFIX):
+            address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+            return await self.api.answer(request, address)
         if path.startswith(MEDIA_PATH):
             return self._media_file(connection, request)
         if path != WS_PATH:
-            return self._static_file(connection, request)
+            return self.api.renderer(path) or self._static_file(connection, request)
         origin = origins[0] if len(origins) == 1 else None
         if not origin_allowed(origin, host[0] if host else None, self.options.allowed_origins):
             log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
@@ -438,46 +438,30 @@ class DirectServer:
         key = parse_qs(url.query).get("key", [""])[0]
         file = media.get(sha256) if media is not None else None
         if media is None or not key or not media.key_matches(sha256, key):
-            response = connection.respond(HTTPStatus.FORBIDDEN, "a file link needs the key the agent sent with it\n")
+            refused = connection.respond(HTTPStatus.FORBIDDEN, "a file link needs the key the agent sent with it\n")
         elif file is None:
-            response = connection.respond(HTTPStatus.NOT_FOUND, "no such file (it may have expired)\n")
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "no such file (it may have expired)\n")
         else:
             inline = file.mime in INLINE_TYPES
             disposition = "inline" if inline else "attachment"
-            body = file.path.read_bytes()
-            headers = Headers(
-                [
-                    ("Date", email.utils.formatdate(usegmt=True)),
-                    ("Connection", "close"),
-                    ("Content-Type", file.mime if inline else "application/octet-stream"),
-                    ("Content-Length", str(len(body))),
-                    ("Content-Disposition", f"{disposition}; filename*=UTF-8''{quote(file.name, safe='')}"),
-                    ("Content-Security-Policy", "default-src 'none'; sandbox"),
-                    *_SECURITY_HEADERS[:3],
-                    ("Cache-Control", "private, max-age=31536000, immutable"),
-                ]
+            return response(
+                HTTPStatus.OK,
+                file.path.read_bytes(),
+                file.mime if inline else "application/octet-stream",
+                ("Content-Disposition", f"{disposition}; filename*=UTF-8''{quote(file.name, safe='')}"),
+                ("Content-Security-Policy", "default-src 'none'; sandbox"),
+                ("Cache-Control", "private, max-age=31536000, immutable"),
             )
-            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
-        response.headers.update(_SECURITY_HEADERS)
-        return response
+        refused.headers.update(_SECURITY_HEADERS)
+        return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
         node = find_file(self.app_dir, request.path)
         if node is None:
-            response = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            response.headers.update(_SECURITY_HEADERS)
-            return response
-        body = node.read_bytes()
-        headers = Headers(
-            [
-                ("Date", email.utils.formatdate(usegmt=True)),
-                ("Connection", "close"),
-                ("Content-Type", content_type(node.name)),
-                ("Content-Length", str(len(body))),
-                *_SECURITY_HEADERS,
-            ]
-        )
-        return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+            refused.headers.update(_SECURITY_HEADERS)
+            return refused
+        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
 
     # ------------------------------------------------------------------------- WebSocket
 

@@ -7,6 +7,10 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
   official SDKs register custom content: ``{"type": 9527, "envelope": {...the envelope...}}``;
 * plain text from the App user, ``{"type": 1, "content": "..."}``, becomes a user message
   (a ``text`` envelope handed to the hub);
+* an App user whose client shows only text (a stock WuKongIM or TangSengDaoDao app: it never
+  sent a LineUp envelope, or the setting ``text_cards`` says so) gets every card as a text
+  message instead, and their replies are read as answers (see
+  :mod:`~lineup_plugin.transports.wukongim.textmode`);
 * anything else, and anything from another uid, is ignored.
 
 The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
@@ -50,6 +54,7 @@ from lineup_plugin.transports.wukongim.client import (
     WuKongIMClient,
 )
 from lineup_plugin.transports.wukongim.proto import MAX_REMAINING_LENGTH, ChannelType, DeviceFlag, Flags
+from lineup_plugin.transports.wukongim.textclient import TEXT_CONTENT_TYPE, TextClient, text_payload
 
 if TYPE_CHECKING:
     from lineup_plugin.config.settings import WuKongIMSettings
@@ -57,8 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TEXT_CONTENT_TYPE = 1
-"""WuKongIM's built-in text content: ``{"type": 1, "content": "..."}``."""
 DEDUPE_WINDOW = 4096
 #: envelopes that may wait for WuKongIM before the relay refuses more (and re-syncs the App later)
 OUTBOX_LIMIT = 4096
@@ -235,6 +238,16 @@ class Relay:
         self.settings = settings
         self.hub = hub
         self.link = RelayLink(self, settings.app_uid)
+        #: cards as text, while the App user's client shows only text
+        self.texts = TextClient(
+            settings.text_cards,
+            hub=hub,
+            link=self.link,
+            uid=settings.app_uid,
+            max_text=self.link.max_text,
+            content_type=settings.content_type,
+            send_text=self.send_text,
+        )
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(OUTBOX_LIMIT)
         self.connected = asyncio.Event()
         token = settings.token or (secrets.token_urlsafe(24) if settings.manager_token else "")
@@ -308,7 +321,10 @@ class Relay:
         while True:
             uid, text = await self._outbox.get()
             try:
-                await self.send_envelope(uid, text)
+                if await self.texts.wanted():  # a client that shows only text: the envelope said in words
+                    await self.texts.send(uid, text)
+                else:
+                    await self.send_envelope(uid, text)
             except RelayError as exc:
                 log.info("relay send to %s failed: %s", uid, exc)
             except Exception:  # a bug must cost one message, never the sender (the queue would stall)
@@ -321,6 +337,14 @@ class Relay:
             await self.client.send(uid, ChannelType.PERSON, wrap_envelope(text, self.settings.content_type))
         except RelayError:
             self._missed = True  # re-sync the App (live calls re-sent) once we are back
+            raise
+
+    async def send_text(self, uid: str, text: str) -> None:
+        """Send ``text`` to ``uid`` as a WuKongIM text message."""
+        try:
+            await self.client.send(uid, ChannelType.PERSON, text_payload(text))
+        except RelayError:
+            self._missed = True  # re-sync the App (its open card asked again) once we are back
             raise
 
     # -- connection state ----------------------------------------------------------------------
@@ -354,10 +378,12 @@ class Relay:
         """
         if self._last_seq is None:
             try:
-                last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=1)
+                last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=SYNC_PAGE)
             except RelayError as exc:
                 log.warning("cannot read where the App's channel stands: %s", exc)
+                await self.texts.recall([])
                 return
+            await self.texts.recall(last)  # a LineUp App that spoke before the agent started
             self._last_seq = max((m.message_seq for m in last), default=0)
             return
         while True:
@@ -420,11 +446,14 @@ class Relay:
         if isinstance(envelope_id, str) and not self._seen.add(("envelope", envelope_id)):
             log.debug("dropping re-delivered envelope %s", envelope_id)
             return
+        self.texts.declare()  # the App user's client speaks LineUp: cards go as envelopes
         await self.attach()
         await self.hub.receive_object(self.link, data)  # a hello re-syncs the App; bad input is answered
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
+        if self.texts.active and await self.texts.reply(text, message):
+            return  # an answer to the card the user is asked in text
         try:
             payload = Text(text=text)
         except ValueError as exc:  # pydantic's ValidationError, e.g. a text over the size limit
