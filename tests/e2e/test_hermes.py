@@ -564,9 +564,10 @@ class TestGatewayInTheBrowser:
         hermes.llm.reset(stream(*pieces))
         page = await self.open_app(browser, gateway)
         await self.say(page, ask)
-        reply = page.locator(".msg-agent[data-message-id]").first  # after a stop Hermes says it stopped
-        await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
-        return page, reply
+        growing = page.locator('.msg-agent[data-state="streaming"]')  # the history shows earlier replies too
+        await expect(growing).to_have_count(1, timeout=self.SLOW)
+        message_id = await growing.get_attribute("data-message-id")
+        return page, page.locator(f'.msg-agent[data-message-id="{message_id}"]')
 
     @pytest.mark.browser
     @bounded
