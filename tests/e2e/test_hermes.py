@@ -567,7 +567,7 @@ class TestGatewayInTheBrowser:
         page = await self.open_app(browser, gateway)
         try:
             await self.say(page, "how is the build?")
-            reply = page.locator(".msg-agent[data-message-id]")
+            reply = page.locator(".msg-agent[data-message-id]").last  # earlier replies come from the history
             await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
             await expect(reply).to_contain_text("Looking at the build log")
             assert held.reached.is_set() and not held.is_set()  # the model is still writing
@@ -588,8 +588,12 @@ class TestGatewayInTheBrowser:
         page = await self.open_app(browser, gateway)
         try:
             await self.say(page, "rename the reports")
-            reply = page.locator(".msg-agent[data-message-id]").first  # Hermes then says it stopped
-            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
+            # the reply being written (the page also shows the gateway's earlier replies, from the history;
+            # Hermes then says it stopped): followed by its message id
+            streaming = page.locator('.msg-agent[data-message-id][data-state="streaming"]')
+            await expect(streaming).to_have_count(1, timeout=self.SLOW)
+            message_id = await streaming.get_attribute("data-message-id")
+            reply = page.locator(f'.msg-agent[data-message-id="{message_id}"]')
             await page.get_by_role("button", name="Stop").click()
             await expect(reply).to_have_attribute("data-state", "interrupted", timeout=self.SLOW)
             await expect(reply.locator(".msg-note")).to_have_text("Interrupted — the reply stopped here.")
