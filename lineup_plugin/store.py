@@ -368,6 +368,8 @@ class SQLiteStore(_OneChange):
         self._closed = False
         #: ids of the live calls whose row this store wrote (a later save updates only what changed)
         self._written: set[str] = set()
+        #: the oldest history entry kept (seq, time): the history is pruned only once it falls out
+        self._oldest: tuple[int, float] | None = None
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -405,7 +407,16 @@ class SQLiteStore(_OneChange):
             db.close()
             raise
         self._counts = self._count(db)
+        self._oldest = self._oldest_entry(db)
         return db
+
+    @staticmethod
+    def _oldest_entry(db: sqlite3.Connection) -> tuple[int, float] | None:
+        """The seq and time of the oldest history entry kept (None for none): pruning is due only past it."""
+        with contextlib.suppress(sqlite3.Error):
+            row = db.execute("SELECT seq, at FROM history ORDER BY seq LIMIT 1").fetchone()
+            return (int(row[0]), float(row[1])) if row else None
+        return None
 
     @staticmethod
     def _count(db: sqlite3.Connection) -> dict[str, int]:
@@ -487,6 +498,7 @@ class SQLiteStore(_OneChange):
     def _resync(self) -> None:
         """After a rolled-back batch: count the rows again and forget which calls were written."""
         self._written.clear()  # the next save of each call writes its whole row (an upsert)
+        self._oldest = self._oldest_entry(self._db)
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
 
@@ -514,8 +526,13 @@ class SQLiteStore(_OneChange):
             execute(_SAVE_CONVERSATION, info)
         if records:  # keep what the retention allows, counted from the newest entry
             newest = records[-1]
-            execute(_PRUNE_HISTORY, (self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)))
-            execute(_PRUNE_CONVERSATIONS)
+            oldest_seq, oldest_at = self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)
+            if self._oldest is None:
+                self._oldest = (records[0].seq, records[0].at)
+            if self._oldest[0] < oldest_seq or self._oldest[1] < oldest_at:  # only then is anything to prune
+                execute(_PRUNE_HISTORY, (oldest_seq, oldest_at))
+                execute(_PRUNE_CONVERSATIONS)
+                self._oldest = self._oldest_entry(self._db)
 
     def history_id(self) -> str:
         """The random id made with this store file."""

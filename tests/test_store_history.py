@@ -142,3 +142,16 @@ def test_a_schema_1_file_is_migrated_with_its_calls_and_a_new_history(tmp_path: 
         assert texts(store) == ["m1"]
     with sqlite3.connect(path) as check:
         assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_sqlite_prunes_what_an_earlier_run_kept_beyond_a_smaller_bound(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    with SQLiteStore(path) as store:
+        for seq in range(1, 6):
+            store.apply(entry(seq, START + seq))
+    with SQLiteStore(path, retention=Retention(limit=2, max_age=None)) as store:
+        store.apply(entry(6, START + 6))
+        assert texts(store) == ["m5", "m6"]
+        for seq in range(7, 10):  # and keeps pruning, batch after batch
+            store.apply(entry(seq, START + seq))
+        assert texts(store) == ["m8", "m9"]
