@@ -3,6 +3,11 @@
 One port serves both:
 
 - ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
+- ``GET /pair`` (when the relay runs too, see :mod:`lineup_plugin.transports.both`): pairs the
+  App for the relay. The App sends the token as ``Authorization: Bearer <token>`` and its X25519
+  public key as ``X-LineUp-Key``; the answer (JSON, never cached) is what it needs to reach the
+  agent through WuKongIM, end to end encrypted. A wrong token gets 401 and the same slow-down as
+  a wrong hello; no relay: 404;
 - ``/ws``: the App's WebSocket. Its first message must be a ``lineup.v1.device.hello`` carrying
   the token, sent within :attr:`Limits.hello_timeout`. Only then is the device attached to the
   hub and sees anything of the agent.
@@ -40,6 +45,8 @@ from http import HTTPStatus
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import TracebackType
+import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
@@ -48,7 +55,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ...errors import TransportError
+from ...errors import LineUpError, TransportError
 from ...hub import Hub
 from ...protocol.messages import DeviceHello, Error
 from .auth import (
@@ -70,6 +77,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WS_PATH = "/ws"
+PAIR_PATH = "/pair"
+
+#: pairs an App device for the relay from its public key (:meth:`Relay.pair`)
+PairHandler = Callable[[str], Awaitable[dict[str, Any]]]
 
 AUTH_FAILED = 4401
 BAD_HELLO = 4400
@@ -279,6 +290,8 @@ class DirectServer:
         self._waiting: set[ServerConnection] = set()
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
+        #: set when the relay runs too: ``GET /pair`` pairs an App for it
+        self.pairing: PairHandler | None = None
 
     @classmethod
     def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
@@ -393,7 +406,7 @@ class DirectServer:
 
     # ------------------------------------------------------------------------------ HTTP
 
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         origins = request.headers.get_all("Origin")
         host = request.headers.get_all("Host")
         if len(origins) > 1 or len(host) > 1:
@@ -406,6 +419,8 @@ class DirectServer:
                 f"host {name} is not this agent: open the App by this machine's address, "
                 "or add the name to lineup's allowed_hosts setting\n",
             )
+        if urlsplit(request.path).path == PAIR_PATH:
+            return await self._pair(connection, request)
         if urlsplit(request.path).path != WS_PATH:
             return self._static_file(connection, request)
         origin = origins[0] if len(origins) == 1 else None
@@ -417,6 +432,34 @@ class DirectServer:
                 "or add the origin to lineup's allowed_origins setting\n",
             )
         return None
+
+    async def _pair(self, connection: ServerConnection, request: Request) -> Response:
+        """``GET /pair``: the relay settings and keys for an App that proves it holds the token."""
+        if self.pairing is None:
+            return self._json(connection, HTTPStatus.NOT_FOUND, {"error": "no relay: set mode both and wukongim"})
+        address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+        scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
+        async with self.throttle.turn(address):
+            if scheme.lower() != "bearer" or not token_matches(given.strip(), self.token):
+                self.throttle.failed(address)
+                log.warning("refused pairing from %s: wrong token", address)
+                return self._json(connection, HTTPStatus.UNAUTHORIZED, {"error": "wrong token"})
+            self.throttle.succeeded(address)
+        try:
+            offer = await self.pairing(request.headers.get("X-LineUp-Key") or "")
+        except LineUpError as exc:
+            return self._json(connection, HTTPStatus.BAD_REQUEST, {"error": str(exc)[:500]})
+        log.info("paired an App device from %s for the relay (%s)", address, offer.get("id"))
+        return self._json(connection, HTTPStatus.OK, offer)
+
+    @staticmethod
+    def _json(connection: ServerConnection, status: HTTPStatus, body: dict[str, Any]) -> Response:
+        response = connection.respond(status, json.dumps(body))
+        del response.headers["Content-Type"]
+        response.headers["Content-Type"] = "application/json"
+        response.headers.update((k, v) for k, v in _SECURITY_HEADERS if k != "Cache-Control")
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
         node = find_file(self.app_dir, request.path)

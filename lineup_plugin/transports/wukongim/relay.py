@@ -9,6 +9,13 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
   (a ``text`` envelope handed to the hub);
 * anything else, and anything from another uid, is ignored.
 
+With pairing (:mod:`~lineup_plugin.transports.wukongim.pairing`; ``wukongim.e2e``, on by default
+when the relay is started from settings) every envelope travels sealed end to end instead,
+``{"type": 9527, "e2e": {...}}`` (:mod:`~lineup_plugin.transports.wukongim.e2e`), one copy per
+paired App device; an envelope in clear from the App user is refused, and a sealed one from a
+revoked or unknown pairing is answered, once, with ``{"type": 9527, "refused": {"code":
+"pairing_revoked" | "not_paired", "message": ...}}`` in clear, so that App can say why.
+
 The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
 WuKongIM login vouches for it, so it is attached without a token check once the agent is
 connected, and kept across reconnections (the IM stores and forwards; the relay's sender waits
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import secrets
@@ -50,6 +58,8 @@ from lineup_plugin.transports.wukongim.client import (
     WuKongIMClient,
 )
 from lineup_plugin.transports.wukongim.proto import MAX_REMAINING_LENGTH, ChannelType, DeviceFlag, Flags
+
+from .pairing import Pairings
 
 if TYPE_CHECKING:
     from lineup_plugin.config.settings import WuKongIMSettings
@@ -74,7 +84,15 @@ _MSG_KEY_LENGTH = 32  # md5 hex
 _AES_BLOCK = 16
 
 
-def max_envelope_text(uid: str, content_type: int) -> int:
+#: bytes a sealed envelope adds around the base64url of its ciphertext (pairing id, counter, iv, tag)
+_SEAL_OVERHEAD = 200
+#: the device flag the App's WuKongIM login uses (the JS SDK's default: web)
+APP_DEVICE_FLAG = DeviceFlag.WEB
+REVOKED = "this App's pairing was revoked on the agent: pair it again on the LAN (lineup pair)"
+NOT_PAIRED = "the agent does not know this App's pairing: pair it again on the LAN (lineup pair)"
+
+
+def max_envelope_text(uid: str, content_type: int, *, sealed: bool = False) -> int:
     """The largest envelope text, in UTF-8 bytes, that one SEND frame to ``uid`` can carry.
 
     The SEND body (at most :data:`~lineup_plugin.transports.wukongim.proto.MAX_REMAINING_LENGTH`)
@@ -85,6 +103,8 @@ def max_envelope_text(uid: str, content_type: int) -> int:
     fields = 1 + 4 + (2 + CLIENT_MSG_NO_LENGTH) + (2 + len(uid.encode())) + 1 + 4 + (2 + _MSG_KEY_LENGTH)
     base64_room = MAX_REMAINING_LENGTH - fields
     cipher_room = base64_room // 4 * 3 // _AES_BLOCK * _AES_BLOCK  # whole AES blocks that fit
+    if sealed:  # the envelope is base64url in the e2e box
+        return (cipher_room - 1 - _SEAL_OVERHEAD) // 4 * 3 - 16
     return cipher_room - 1 - len(wrap_envelope("", content_type))
 
 
@@ -185,7 +205,7 @@ class RelayLink:
         self.uid = uid
         self.name = f"wukongim:{uid}"
         #: the largest envelope text, in UTF-8 bytes, that fits one WuKongIM frame
-        self.max_text: int = max_envelope_text(uid, relay.settings.content_type)
+        self.max_text: int = max_envelope_text(uid, relay.settings.content_type, sealed=relay.pairings is not None)
 
     def send(self, text: str) -> None:
         """Queue one encoded envelope for the App user.
@@ -231,9 +251,15 @@ def _log_end(task: asyncio.Task[None]) -> None:
 class Relay:
     """Bridges the hub and the App user over WuKongIM. ``await run()``; ``await close()`` to stop."""
 
-    def __init__(self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None) -> None:
+    def __init__(
+        self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None, pairings: Pairings | None = None
+    ) -> None:
         self.settings = settings
         self.hub = hub
+        #: with pairings, envelopes travel end-to-end encrypted for the paired App devices only
+        self.pairings = pairings
+        self._app_tokens: set[str] = set()  # App tokens registered with WuKongIM by this process
+        self._told: set[str] = set()  # pairing ids told they are refused
         self.link = RelayLink(self, settings.app_uid)
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(OUTBOX_LIMIT)
         self.connected = asyncio.Event()
@@ -270,6 +296,8 @@ class Relay:
             await asyncio.gather(sender, return_exceptions=True)
             await self.detach()
             await self._http.aclose()
+            if self.pairings is not None:
+                self.pairings.keep_floors(now=True)
 
     async def close(self) -> None:
         """Disconnect; :meth:`run` returns."""
@@ -316,9 +344,17 @@ class Relay:
                 log.exception("relay sender failed on a message to %s", uid)
 
     async def send_envelope(self, uid: str, text: str) -> None:
-        """Send one encoded envelope to ``uid`` as LineUp custom content."""
+        """Send one encoded envelope to ``uid`` as LineUp custom content (sealed for each paired device)."""
+        content_type = self.settings.content_type
+        if self.pairings is None:
+            payloads = [wrap_envelope(text, content_type)]
+        else:
+            payloads = [channel.seal(text, content_type) for channel in self.pairings.channels()]
+            if not payloads:
+                log.debug("relay: no paired App device to send to")
         try:
-            await self.client.send(uid, ChannelType.PERSON, wrap_envelope(text, self.settings.content_type))
+            for payload in payloads:
+                await self.client.send(uid, ChannelType.PERSON, payload)
         except RelayError:
             self._missed = True  # re-sync the App (live calls re-sent) once we are back
             raise
@@ -405,7 +441,9 @@ class Relay:
             log.warning("ignoring wukongim message %d: payload is not json", message.message_id)
             return
         kind = content.get("type") if isinstance(content, dict) else None
-        if kind == self.settings.content_type:
+        if kind == self.settings.content_type and self.pairings is not None:
+            await self._on_sealed(content.get("e2e"), message)
+        elif kind == self.settings.content_type:
             await self._on_envelope(content.get("envelope"), message)
         elif kind == TEXT_CONTENT_TYPE and isinstance(content.get("content"), str):
             await self._on_text(content["content"], message)
@@ -422,6 +460,61 @@ class Relay:
             return
         await self.attach()
         await self.hub.receive_object(self.link, data)  # a hello re-syncs the App; bad input is answered
+
+    async def _on_sealed(self, box: Any, message: Message) -> None:
+        """An envelope sealed end to end: opened with its pairing's keys, or refused (and the App told why)."""
+        assert self.pairings is not None
+        if not isinstance(box, dict):
+            log.warning("refused wukongim message %d: an envelope in clear (this agent requires e2e)", message.message_id)
+            return
+        pairing_id = box.get("p")
+        channel = self.pairings.channel(pairing_id) if isinstance(pairing_id, str) else None
+        if channel is None:
+            revoked = isinstance(pairing_id, str) and self.pairings.revoked(pairing_id)
+            log.warning("refused wukongim message %d: pairing %r is %s", message.message_id, pairing_id,
+                        "revoked" if revoked else "unknown")
+            await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
+            return
+        try:
+            data = json.loads(channel.open(box))
+        except (RelayProtocolError, ValueError) as exc:
+            log.warning("refused wukongim message %d: %s", message.message_id, exc)
+            return
+        self.pairings.keep_floors()
+        await self._on_envelope(data, message)
+
+    async def _refuse(self, pairing_id: str, code: str) -> None:
+        """Tell a refused App, in clear and once per process, why nothing it sends is read."""
+        if pairing_id in self._told or len(self._told) > DEDUPE_WINDOW:
+            return
+        self._told.add(pairing_id)
+        notice = {"type": self.settings.content_type, "refused": {"code": code, "pairing": pairing_id,
+                  "message": REVOKED if code == "pairing_revoked" else NOT_PAIRED}}
+        with contextlib.suppress(RelayError):
+            await self.client.send(self.settings.app_uid, ChannelType.PERSON, json.dumps(notice).encode())
+
+    # -- pairing ---------------------------------------------------------------------------------
+
+    async def app_ws_url(self) -> str:
+        """The WuKongIM WebSocket address the App logs in to (``app_ws_url``, ``ws_url``, else GET /route)."""
+        s = self.settings
+        if s.app_ws_url or s.ws_url:
+            return str(s.app_ws_url or s.ws_url)
+        return await self._api.route(s.app_uid, secure=s.api_url.startswith("https:"))
+
+    async def register_app_token(self, token: str) -> None:
+        """Register the App user's ``token`` with WuKongIM (needs the manager token; else nothing to do)."""
+        if self.settings.manager_token and token not in self._app_tokens:
+            await self._api.set_token(self.settings.app_uid, token, APP_DEVICE_FLAG)
+            self._app_tokens.add(token)
+
+    async def pair(self, app_key: str) -> dict[str, Any]:
+        """Pair the App device with public key ``app_key``: what it keeps to use the relay (see Pairings.offer)."""
+        if self.pairings is None:
+            raise RelayError("pairing is off (wukongim.e2e: false)")
+        state, device = self.pairings.pair(app_key)
+        await self.register_app_token(state.app_token)
+        return self.pairings.offer(state, device, await self.app_ws_url(), self.settings.content_type)
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
