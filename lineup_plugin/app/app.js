@@ -3,11 +3,19 @@
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
-import { Connection } from "./connection.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { peer } from "./envelope.js";
+import { Notifier } from "./notify.js";
+import { loadPairing, takePairingFromFragment } from "./pairing.js";
+import { Transport } from "./transport.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
+let pairingProblem = "";
+try {
+  takePairingFromFragment();
+} catch (error) {
+  pairingProblem = error.message;
+}
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -27,7 +35,13 @@ const ui = {
   scroller: $("scroller"),
   composer: $("composer"),
   message: $("message"),
+  path: $("path"),
 };
+const PATHS = {
+  direct: ["Direct", "Connected straight to the agent on your network"],
+  relay: ["Relay", "Through the relay server, end-to-end encrypted (the agent's address cannot be reached)"],
+};
+const notifier = new Notifier($("notify"), $("notify-hint"));
 
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
@@ -62,7 +76,10 @@ const HANDLERS = {
   },
   "agent.status": (payload) => showAgentStatus(ui.status, ui.stop, payload),
   text: (payload) => feed.message("agent", String(payload.text ?? "")),
-  "tool.call": (payload) => deck.call(payload),
+  "tool.call": (payload) => {
+    notifier.card(payload);
+    deck.call(payload);
+  },
   "tool.cancel": (payload) => deck.cancel(payload),
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
@@ -70,7 +87,7 @@ const HANDLERS = {
   },
 };
 
-const connection = new Connection({
+const connection = new Transport({
   onMessage: ({ kind, payload }) => HANDLERS[kind]?.(payload), // other kinds: nothing to show
   onState: (state) => showLink(ui.link, state),
   onAuthFailed: () => {
@@ -78,6 +95,15 @@ const connection = new Connection({
     showConnect(WRONG_TOKEN);
   },
   onUnreachable: (message) => showConnect(message),
+  onPath: (path) => {
+    ui.path.dataset.path = path;
+    [ui.path.textContent, ui.path.title] = PATHS[path];
+  },
+  onRefused: (message) => {
+    feed.message("system", message);
+    if (!connection.token) showConnect(message);
+  },
+  onPaired: () => feed.message("system", "Paired: this App will reach the agent through the relay when away from home."),
   onProblem: (message) => feed.message("system", message),
   openCalls: () => deck.openCalls(),
 });
@@ -141,6 +167,9 @@ ui.host.value = saved.host;
 if (saved.token) {
   showChat();
   start(saved);
+} else if (loadPairing()) {
+  showChat();
+  connection.connectRelay();
 } else {
-  showConnect();
+  showConnect(pairingProblem);
 }

@@ -37,16 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import TracebackType
-import json
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 

@@ -77,7 +77,9 @@ class PairingState:
             state = cls(str(data["app_token"]), str(data["agent_key"]), devices, [str(i) for i in data["revoked"]])
             AgentKey.load(state.agent_key)
         except (KeyError, TypeError, AttributeError, RelayProtocolError, ValueError) as exc:
-            raise ConfigError(f"the pairing file is damaged ({exc!r}); run `lineup pair --revoke` to start over") from None
+            raise ConfigError(
+                f"the pairing file is damaged ({exc!r}); run `lineup pair --revoke` to start over"
+            ) from None
         return state
 
 
@@ -141,7 +143,7 @@ class Pairings:
         while len(state.devices) > MAX_DEVICES:
             oldest = min(state.devices.values(), key=lambda d: d.created)
             del state.devices[oldest.pairing_id]
-            state.revoked = (state.revoked + [oldest.pairing_id])[-REVOKED_KEPT:]
+            state.revoked = [*state.revoked, oldest.pairing_id][-REVOKED_KEPT:]
         self.save(state)
         return state, device
 

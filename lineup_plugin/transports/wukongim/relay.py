@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from lineup_plugin.errors import RelayAuthError, RelayError, TransportError
+from lineup_plugin.errors import RelayAuthError, RelayError, RelayProtocolError, TransportError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, Text
 from lineup_plugin.transports.wukongim.client import (
@@ -465,14 +465,20 @@ class Relay:
         """An envelope sealed end to end: opened with its pairing's keys, or refused (and the App told why)."""
         assert self.pairings is not None
         if not isinstance(box, dict):
-            log.warning("refused wukongim message %d: an envelope in clear (this agent requires e2e)", message.message_id)
+            log.warning(
+                "refused wukongim message %d: an envelope in clear (this agent requires e2e)", message.message_id
+            )
             return
         pairing_id = box.get("p")
         channel = self.pairings.channel(pairing_id) if isinstance(pairing_id, str) else None
         if channel is None:
             revoked = isinstance(pairing_id, str) and self.pairings.revoked(pairing_id)
-            log.warning("refused wukongim message %d: pairing %r is %s", message.message_id, pairing_id,
-                        "revoked" if revoked else "unknown")
+            log.warning(
+                "refused wukongim message %d: pairing %r is %s",
+                message.message_id,
+                pairing_id,
+                "revoked" if revoked else "unknown",
+            )
             await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
             return
         try:
@@ -488,8 +494,14 @@ class Relay:
         if pairing_id in self._told or len(self._told) > DEDUPE_WINDOW:
             return
         self._told.add(pairing_id)
-        notice = {"type": self.settings.content_type, "refused": {"code": code, "pairing": pairing_id,
-                  "message": REVOKED if code == "pairing_revoked" else NOT_PAIRED}}
+        notice = {
+            "type": self.settings.content_type,
+            "refused": {
+                "code": code,
+                "pairing": pairing_id,
+                "message": REVOKED if code == "pairing_revoked" else NOT_PAIRED,
+            },
+        }
         with contextlib.suppress(RelayError):
             await self.client.send(self.settings.app_uid, ChannelType.PERSON, json.dumps(notice).encode())
 
