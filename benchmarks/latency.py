@@ -29,6 +29,7 @@ FULL = "direct, SQLite WAL synchronous=FULL"
 DEFLATE = "direct, store off, App negotiates permessage-deflate (as browsers do)"
 RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
 RELAY = "relay through the fake WuKongIM (separate process)"
+RELAY_E2E = "relay, end-to-end encrypted (paired App: X25519 + HKDF + AES-256-GCM)"
 MEMORY = "LineUp over the memory transport (in process)"
 MCP_MEMORY = "MCP ctx.elicit, in-memory transport (legacy session)"
 MCP_HTTP = "MCP ctx.elicit, streamable HTTP on 127.0.0.1 (legacy session)"
@@ -89,6 +90,8 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     memory_hub = rigs.new_hub()
     await rigs.AnsweringApp(memory_hub, "memory-app").connect()
     relay_hub = await rigs.relay_hub(stack)
+    pairing_dir = data_dir / "relay-pairing"
+    relay_e2e_hub = await rigs.relay_hub(stack, pairing_dir)
     mcp_memory = await mcp_rig.in_memory(stack)
     mcp_http = await mcp_rig.streamable_http(stack)
 
@@ -110,6 +113,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         DEFLATE: hub_sampler(deflate.hub),
         RUNNER: runner_sampler(runner),
         RELAY: hub_sampler(relay_hub),
+        RELAY_E2E: hub_sampler(relay_e2e_hub),
         MEMORY: hub_sampler(memory_hub),
         MCP_MEMORY: mcp_memory.sample,
         MCP_HTTP: mcp_http.sample,
@@ -172,6 +176,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         Row(section, DEFLATE, cell(DEFLATE), f"{fmt_ratio(ratio(DEFLATE, DIRECT))} without deflate", "", ""),
         Row(section, RUNNER, cell(RUNNER), f"{fmt_ratio(ratio(RUNNER, DIRECT))} hub.call in the loop", "", ""),
         Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
+        Row(section, RELAY_E2E, cell(RELAY_E2E), f"{fmt_ratio(ratio(RELAY_E2E, RELAY))} relay in clear", "", ""),
         Row(
             section,
             MEMORY,

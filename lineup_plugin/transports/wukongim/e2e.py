@@ -91,8 +91,8 @@ class AgentKey:
 
 
 def derive(private: X25519PrivateKey, peer_public: str, pairing_id: str) -> tuple[bytes, bytes]:
-    """The (agent→App, App→agent) AES-256 keys of one pairing."""
-    peer = X25519PublicKey.from_public_bytes(from_b64url(peer_public, "the App key", 32))
+    """The (agent→App, App→agent) AES-256 keys of one pairing (the same from either end)."""
+    peer = X25519PublicKey.from_public_bytes(from_b64url(peer_public, "the peer's public key", 32))
     shared = private.exchange(peer)
     okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=pairing_id.encode(), info=INFO).derive(shared)
     return okm[:32], okm[32:]
@@ -123,20 +123,34 @@ class ReplayWindow:
 
 
 class Channel:
-    """One pairing seen from the agent: seals what goes to the App, opens what comes from it.
+    """One pairing seen from one end: seals what it sends, opens what it receives.
 
-    ``floor`` is the replay floor kept from a previous run (see :class:`ReplayWindow`).
+    The agent's end is ``Channel(agent_key, app_public, pairing_id, agent_uid, app_uid)``;
+    :meth:`for_app` makes the App's end (the benchmarks' App, tests). ``floor`` is the replay floor
+    kept from a previous run (see :class:`ReplayWindow`).
     """
 
     def __init__(
         self, key: AgentKey, app_public: str, pairing_id: str, agent_uid: str, app_uid: str, *, floor: int = 0
     ) -> None:
-        send_key, recv_key = derive(key.private, app_public, pairing_id)
+        to_app, to_agent = derive(key.private, app_public, pairing_id)
+        self._setup(to_app, to_agent, pairing_id, agent_uid, app_uid, floor)
+
+    @classmethod
+    def for_app(cls, app_secret: str, agent_public: str, pairing_id: str, app_uid: str, agent_uid: str) -> Channel:
+        """The App's end of a pairing, from its private key and the agent's public key."""
+        channel = cls.__new__(cls)
+        private = X25519PrivateKey.from_private_bytes(from_b64url(app_secret, "the App secret", 32))
+        to_app, to_agent = derive(private, agent_public, pairing_id)
+        channel._setup(to_agent, to_app, pairing_id, app_uid, agent_uid, 0)
+        return channel
+
+    def _setup(self, send_key: bytes, recv_key: bytes, pairing_id: str, me: str, peer: str, floor: int) -> None:
         self._send = AESGCM(send_key)
         self._recv = AESGCM(recv_key)
         self.pairing_id = pairing_id
-        self.agent_uid = agent_uid
-        self.app_uid = app_uid
+        self.me = me
+        self.peer = peer
         self.window = ReplayWindow(floor)
         self._counter = 0
 
@@ -145,22 +159,22 @@ class Channel:
         return self._counter
 
     def seal(self, text: str, content_type: int) -> bytes:
-        """The IM payload carrying envelope ``text`` sealed for the App."""
+        """The IM payload carrying envelope ``text`` sealed for the other end."""
         counter = self._next_counter()
         iv = secrets.token_bytes(IV_BYTES)
-        sealed = self._send.encrypt(iv, text.encode(), aad(self.pairing_id, self.agent_uid, self.app_uid, counter))
+        sealed = self._send.encrypt(iv, text.encode(), aad(self.pairing_id, self.me, self.peer, counter))
         box = {"v": VERSION, "p": self.pairing_id, "n": counter, "iv": b64url(iv), "c": b64url(sealed)}
         return json.dumps({"type": content_type, "e2e": box}, separators=(",", ":")).encode()
 
     def open(self, box: dict[str, Any]) -> str:
-        """The envelope text of a sealed message from the App; RelayProtocolError if it is tampered or replayed."""
+        """The envelope text of a sealed message from the other end; RelayProtocolError if tampered or replayed."""
         counter = box.get("n")
         if box.get("v") != VERSION or not isinstance(counter, int) or isinstance(counter, bool) or counter < 0:
             raise RelayProtocolError("e2e: unknown version or bad counter")
         iv = from_b64url(box.get("iv"), "iv", IV_BYTES)
         sealed = from_b64url(box.get("c"), "ciphertext")
         try:
-            plain = self._recv.decrypt(iv, sealed, aad(self.pairing_id, self.app_uid, self.agent_uid, counter))
+            plain = self._recv.decrypt(iv, sealed, aad(self.pairing_id, self.peer, self.me, counter))
         except InvalidTag:
             raise RelayProtocolError("e2e: message does not authenticate (tampered, or another key)") from None
         self.window.check(counter)  # only once it authenticates: forged counters move nothing
