@@ -24,7 +24,7 @@ from lineup_plugin.transports import transport_for
 from lineup_plugin.transports.both import DirectAndRelay
 from lineup_plugin.transports.direct.server import DirectServer
 from lineup_plugin.transports.wukongim.client import ClientOptions, Session
-from lineup_plugin.transports.wukongim.e2e import WINDOW, AgentKey, aad, b64url, derive
+from lineup_plugin.transports.wukongim.e2e import WINDOW, AgentKey, Channel, aad, b64url, derive
 from lineup_plugin.transports.wukongim.pair_command import pairing_status
 from lineup_plugin.transports.wukongim.pairing import Pairings
 from lineup_plugin.transports.wukongim.relay import Relay, max_envelope_text
@@ -293,3 +293,35 @@ async def test_pair_is_not_found_without_a_relay(tmp_path: Path) -> None:
     async with DirectServer.from_settings(make_hub(), settings) as server, httpx.AsyncClient() as http:
         response = await http.get(f"http://127.0.0.1:{server.port}/pair", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 404
+
+
+# -- the lineup pair command ---------------------------------------------------------------------
+
+
+async def test_lineup_pair_link_status_and_errors(
+    im: FakeWuKongIM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lineup_plugin.cli import main as lineup
+
+    assert await asyncio.to_thread(lineup, ["pair", "--data-dir", str(tmp_path)]) == 2
+    assert "pairing needs the relay" in capsys.readouterr().err
+    for key, value in {"API_URL": im.api_url, "UID": AGENT, "APP_UID": APP, "WS_URL": im.ws_url}.items():
+        monkeypatch.setenv(f"LINEUP_WUKONGIM_{key}", value)
+    assert await asyncio.to_thread(lineup, ["pair", "--link", "ftp://x/", "--data-dir", str(tmp_path)]) == 2
+    assert "expected the address of the exported App" in capsys.readouterr().err
+    args = ["pair", "--link", "https://app.example.org/", "--data-dir", str(tmp_path)]
+    assert await asyncio.to_thread(lineup, args) == 0
+    out = capsys.readouterr().out
+    link = next(line for line in out.splitlines() if line.startswith("https://app.example.org/#pair="))
+    import base64
+
+    fragment = link.split("#pair=", 1)[1]
+    offer = json.loads(base64.urlsafe_b64decode(fragment + "=" * (-len(fragment) % 4)))
+    assert (offer["uid"], offer["agent"], offer["ws"]) == (APP, AGENT, im.ws_url)
+    app = Channel.for_app(offer["secret"], offer["agent_key"], offer["id"], APP, AGENT)
+    agent_side = Pairings(tmp_path, AGENT, APP).channel(offer["id"])
+    assert agent_side is not None
+    assert agent_side.open(json.loads(app.seal('{"ok": 1}', 9527))["e2e"]) == '{"ok": 1}'
+    assert await asyncio.to_thread(lineup, ["pair", "--data-dir", str(tmp_path)]) == 0
+    status = capsys.readouterr().out
+    assert f"paired: {offer['id']}" in status and offer["secret"] not in status and offer["token"] not in status
