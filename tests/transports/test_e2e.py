@@ -325,3 +325,17 @@ async def test_lineup_pair_link_status_and_errors(
     assert await asyncio.to_thread(lineup, ["pair", "--data-dir", str(tmp_path)]) == 0
     status = capsys.readouterr().out
     assert f"paired: {offer['id']}" in status and offer["secret"] not in status and offer["token"] not in status
+
+
+async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: FakeWuKongIM, tmp_path: Path) -> None:
+    hub = make_hub()
+    pairings = Pairings(tmp_path, AGENT, APP)
+    wk = WuKongIMSettings(api_url=im.api_url, ws_url=im.ws_url, uid=AGENT, app_uid=APP)
+    async with Relay(wk, hub, timers=FAST, pairings=pairings) as relay:
+        with anyio.fail_after(GUARD):
+            await relay.connected.wait()
+        assert hub.peers == []  # nobody could read a call: it fails no_app instead of waiting
+        result = await hub.agent_call("choice", {"question": "Q?", "options": ["a", "b"]})
+        assert result.result["error"] == "no_app"
+        await relay.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
+        assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}"]

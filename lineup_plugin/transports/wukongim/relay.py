@@ -410,7 +410,14 @@ class Relay:
                 return
 
     async def attach(self, *, resync: bool = False) -> None:
-        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``."""
+        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``.
+
+        With pairing, only once a device is paired: until then no App could read a call, and a
+        call must fail ``no_app`` rather than wait for nobody.
+        """
+        if self.pairings is not None and not self.pairings.channels():
+            await self.detach()
+            return
         if self._attached:
             if not resync:
                 return
@@ -480,6 +487,7 @@ class Relay:
                 "revoked" if revoked else "unknown",
             )
             await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
+            await self.attach()  # detaches when no device is paired any more
             return
         try:
             data = json.loads(channel.open(box))
@@ -526,7 +534,10 @@ class Relay:
             raise RelayError("pairing is off (wukongim.e2e: false)")
         state, device = self.pairings.pair(app_key)
         await self.register_app_token(state.app_token)
-        return self.pairings.offer(state, device, await self.app_ws_url(), self.settings.content_type)
+        offer = self.pairings.offer(state, device, await self.app_ws_url(), self.settings.content_type)
+        if self.connected.is_set():
+            await self.attach()
+        return offer
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
