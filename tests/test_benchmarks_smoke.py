@@ -23,6 +23,7 @@ def expected_rows() -> list[str]:
         latency.DEFLATE,
         latency.RUNNER,
         latency.RELAY,
+        latency.RELAY_E2E,
         latency.MEMORY,
         latency.MCP_MEMORY,
         latency.MCP_HTTP,
