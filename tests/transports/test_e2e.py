@@ -339,3 +339,17 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         assert result.result["error"] == "no_app"
         await relay.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
         assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}"]
+        state, device, secret = pairings.pair_link()
+        app = Channel.for_app(secret, AgentKey.load(state.agent_key).public, device.pairing_id, APP, AGENT)
+        pairings.revoke()  # `lineup pair --revoke` meanwhile
+        session = await Session.open(im.ws_url, ClientOptions(uid=APP, token="", device_flag=1, timers=FAST))
+        stream = session.messages()
+        await session.send(AGENT, 1, app.seal("{}", 9527))
+        with anyio.fail_after(GUARD):
+            async for message in stream:
+                await session.ack(message)
+                refused = json.loads(message.payload)["refused"]
+                break
+        assert refused["code"] == "pairing_revoked" and "pair it again" in refused["message"]
+        assert hub.peers == []  # calls fail no_app again
+        await session.close()

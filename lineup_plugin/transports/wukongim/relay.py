@@ -375,7 +375,10 @@ class Relay:
             return
         self.connected.set()
         resync, self._missed = self._missed, False
-        await self.attach(resync=resync)
+        # With pairing, the App user is attached up front only once a device is paired (until then
+        # no App could read a call, which must fail no_app rather than wait); else when it speaks.
+        if self.pairings is None or self.pairings.channels():
+            await self.attach(resync=resync)
         await self._catch_up()
 
     def _saw(self, message_seq: int) -> None:
@@ -410,14 +413,7 @@ class Relay:
                 return
 
     async def attach(self, *, resync: bool = False) -> None:
-        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``.
-
-        With pairing, only once a device is paired: until then no App could read a call, and a
-        call must fail ``no_app`` rather than wait for nobody.
-        """
-        if self.pairings is not None and not self.pairings.channels():
-            await self.detach()
-            return
+        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``."""
         if self._attached:
             if not resync:
                 return
@@ -487,7 +483,8 @@ class Relay:
                 "revoked" if revoked else "unknown",
             )
             await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
-            await self.attach()  # detaches when no device is paired any more
+            if not self.pairings.channels():  # revoked: calls must fail no_app, not wait for nobody
+                await self.detach()
             return
         try:
             data = json.loads(channel.open(box))
