@@ -9,6 +9,7 @@ const VERSION = 1;
 const INFO = new TextEncoder().encode("lineup-e2e-v1");
 const WINDOW = 1024;
 const FLOOR_PREFIX = "lineup.e2e.floor.";
+const SENT_PREFIX = "lineup.e2e.sent."; // the last counter sent: never reused, even if the clock goes back
 
 /** Unpadded base64url of bytes. */
 export function b64url(bytes) {
@@ -43,7 +44,8 @@ export class Sealer {
     this.fromAgent = okm.slice(0, 32);
     this.toAgent = okm.slice(32);
     this.pairing = pairing;
-    this.counter = 0;
+    this.sentKey = SENT_PREFIX + pairing.id;
+    this.counter = Number(localStorage.getItem(this.sentKey) || 0);
     this.floorKey = FLOOR_PREFIX + pairing.id;
     this.floor = Number(localStorage.getItem(this.floorKey) || 0);
     this.recent = [];
@@ -52,6 +54,7 @@ export class Sealer {
   /** The e2e box carrying envelope `text` to the agent. */
   seal(text) {
     this.counter = Math.max(this.counter + 1, Date.now() * 1000);
+    localStorage.setItem(this.sentKey, String(this.counter));
     const iv = crypto.getRandomValues(new Uint8Array(12));
     const { id, uid, agent } = this.pairing;
     const sealed = gcm(this.toAgent, iv, aad(id, uid, agent, this.counter)).encrypt(new TextEncoder().encode(text));

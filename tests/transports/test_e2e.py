@@ -353,3 +353,19 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         assert refused["code"] == "pairing_revoked" and "pair it again" in refused["message"]
         assert hub.peers == []  # calls fail no_app again
         await session.close()
+
+
+def test_counters_go_up_after_a_restart_with_the_clock_set_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pairings, _, pairing_id = paired(tmp_path)
+    channel = pairings.channel(pairing_id)
+    assert channel is not None
+    first = json.loads(channel.seal("{}", 9527))["e2e"]["n"]
+    pairings.keep_floors(now=True)
+    import time as time_module
+
+    monkeypatch.setattr(time_module, "time_ns", lambda: 0)  # the clock went back to 1970
+    restarted = Pairings(tmp_path, AGENT, APP).channel(pairing_id)
+    assert restarted is not None
+    assert json.loads(restarted.seal("{}", 9527))["e2e"]["n"] == first + 1

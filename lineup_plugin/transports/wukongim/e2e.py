@@ -131,10 +131,19 @@ class Channel:
     """
 
     def __init__(
-        self, key: AgentKey, app_public: str, pairing_id: str, agent_uid: str, app_uid: str, *, floor: int = 0
+        self,
+        key: AgentKey,
+        app_public: str,
+        pairing_id: str,
+        agent_uid: str,
+        app_uid: str,
+        *,
+        floor: int = 0,
+        sent: int = 0,
     ) -> None:
         to_app, to_agent = derive(key.private, app_public, pairing_id)
         self._setup(to_app, to_agent, pairing_id, agent_uid, app_uid, floor)
+        self.sent = sent
 
     @classmethod
     def for_app(cls, app_secret: str, agent_public: str, pairing_id: str, app_uid: str, agent_uid: str) -> Channel:
@@ -152,11 +161,12 @@ class Channel:
         self.me = me
         self.peer = peer
         self.window = ReplayWindow(floor)
-        self._counter = 0
+        #: the last counter sent: never reused, even if the clock goes back (kept across restarts)
+        self.sent = 0
 
     def _next_counter(self) -> int:
-        self._counter = max(self._counter + 1, time.time_ns() // 1000)
-        return self._counter
+        self.sent = max(self.sent + 1, time.time_ns() // 1000)
+        return self.sent
 
     def seal(self, text: str, content_type: int) -> bytes:
         """The IM payload carrying envelope ``text`` sealed for the other end."""

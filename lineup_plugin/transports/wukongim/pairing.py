@@ -49,6 +49,7 @@ class Device:
     app_key: str
     created: float
     floor: int = 0
+    sent: int = 0
 
 
 @dataclass
@@ -185,7 +186,9 @@ class Pairings:
         if channel is None:
             device = state.devices[pairing_id]
             key = AgentKey.load(state.agent_key)
-            channel = Channel(key, device.app_key, pairing_id, self.agent_uid, self.app_uid, floor=device.floor)
+            channel = Channel(
+                key, device.app_key, pairing_id, self.agent_uid, self.app_uid, floor=device.floor, sent=device.sent
+            )
             self._channels[pairing_id] = channel
         return channel
 
@@ -202,9 +205,11 @@ class Pairings:
         return state is not None and pairing_id in state.revoked
 
     def keep_floors(self, *, now: bool = False) -> None:
-        """Write the replay floors of the open channels (at most every :data:`FLOOR_WRITE_EVERY` s).
+        """Write the counters of the open channels (at most every :data:`FLOOR_WRITE_EVERY` s).
 
         The floor kept is the highest counter accepted: after a restart nothing older is taken.
+        The last counter sent is kept too: after a restart with the clock set back, counters
+        still go up (a second's worth lost to kill -9 is covered by the clock).
         """
         state = self.state
         if state is None or (not now and time.monotonic() - self._floors_written < FLOOR_WRITE_EVERY):
@@ -212,8 +217,11 @@ class Pairings:
         changed = False
         for pairing_id, channel in self._channels.items():
             device = state.devices.get(pairing_id)
-            if device is not None and device.floor < channel.window.highest:
-                device.floor, changed = channel.window.highest, True
+            if device is None:
+                continue
+            kept = (max(device.floor, channel.window.highest), max(device.sent, channel.sent))
+            if kept != (device.floor, device.sent):
+                (device.floor, device.sent), changed = kept, True
         self._floors_written = time.monotonic()
         if changed:
             channels = dict(self._channels)

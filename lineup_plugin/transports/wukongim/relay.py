@@ -350,6 +350,7 @@ class Relay:
             payloads = [wrap_envelope(text, content_type)]
         else:
             payloads = [channel.seal(text, content_type) for channel in self.pairings.channels()]
+            self.pairings.keep_floors()
             if not payloads:
                 log.debug("relay: no paired App device to send to")
         try:
