@@ -8,6 +8,9 @@ import { Sealer } from "./e2e.js";
 import { Channel, ChannelTypePerson, ConnectStatus, MessageContent, WKSDK } from "./vendor/relay.js";
 
 const DEFAULT_CONTENT_TYPE = 9527;
+// WuKongIM v2 answers a wrong token with silence and a close: after this many closes in a row
+// without a login, say what it may mean (the SDK keeps retrying).
+const FAILED_LOGINS_TOLD = 3;
 
 let contentType = DEFAULT_CONTENT_TYPE;
 
@@ -42,6 +45,7 @@ export class RelayConnection {
     this.active = false;
     this.ready = false;
     this.outbox = [];
+    this.failedLogins = 0;
   }
 
   /** Log in with `pairing` and say hello; a previous login is dropped. */
@@ -87,6 +91,7 @@ export class RelayConnection {
   status(status, reason) {
     if (!this.active) return;
     if (status === ConnectStatus.Connected) {
+      this.failedLogins = 0;
       const hello = {
         device_id: deviceId(),
         app_version: APP_VERSION,
@@ -102,8 +107,15 @@ export class RelayConnection {
         `The relay server ${what} (code ${reason}): the pairing may have been revoked. Pair again on the LAN.`,
       );
     } else {
+      if (!this.ready) this.failedLogins += 1;
       this.ready = false;
       this.cb.onState("reconnecting");
+      if (this.failedLogins === FAILED_LOGINS_TOLD) {
+        this.cb.onProblem(
+          "The relay server has not let this App log in several times in a row: it may be unreachable, " +
+            "or this App's pairing was revoked (then pair it again on the LAN). Still trying.",
+        );
+      }
     }
   }
 

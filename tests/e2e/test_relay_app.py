@@ -348,3 +348,17 @@ async def test_notifications_work_with_real_permission_granted(browser: Browser,
         await expect(page.get_by_role("button", name="Notify me of new questions")).to_be_hidden()
     finally:
         await ctx.close()
+
+
+async def test_a_login_the_server_keeps_refusing_in_silence_is_explained(
+    agent: RelayAgent, context: BrowserContext
+) -> None:
+    # WuKongIM v2.2.5 answers a wrong token with no CONNACK and a close: the App cannot tell why
+    page = await paired_app(context, agent)
+    await on_relay(agent, page)
+    agent.im.close_before_connack = 10_000
+    await agent.im.drop(APP_UID)
+    await expect(page.locator(".msg-system", has_text="has not let this App log in")).to_be_visible(timeout=30_000)
+    await expect(page.locator("#link")).to_have_text("Reconnecting…")
+    agent.im.close_before_connack = 0
+    await expect(page.locator("#link")).to_have_text("Connected", timeout=20_000)
