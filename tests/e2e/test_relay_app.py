@@ -113,6 +113,32 @@ async def test_fallback_direct_relay_direct_with_a_card_open(agent: RelayAgent, 
     assert len(await page.locator("article.card").all()) == 2
 
 
+async def test_two_paired_devices_on_relay_first_answer_wins_and_the_other_is_told(
+    agent: RelayAgent, browser: Browser, context: BrowserContext
+) -> None:
+    phone = await paired_app(context, agent)
+    laptop_context = await browser.new_context(**PHONE)
+    try:
+        laptop = await paired_app(laptop_context, agent)
+        await agent.close_direct()
+        for page in (phone, laptop):
+            await expect(page.locator("#path")).to_have_text("Relay")
+            await expect(page.locator("#link")).to_have_text("Connected")
+        call = agent.call("choice", DEPLOY)
+        call_id = await wait_for_card(laptop, "choice")
+        await wait_for_card(phone, "choice")
+        await phone.get_by_role("button", name="staging").click()
+        assert (await call).result == {"selected": "staging", "index": 1}
+        await expect(card(laptop, call_id)).to_contain_text("answered on another device")
+        state = agent.pairings.state
+        assert state is not None and len(state.devices) == 2
+        # each device got its own copy, sealed for it alone
+        pairing_ids = {json.loads(m.payload)["e2e"]["p"] for m in agent.im.messages_from("lineup-agent")}
+        assert pairing_ids == set(state.devices)
+    finally:
+        await laptop_context.close()
+
+
 async def test_answer_given_while_switching_is_delivered_once(agent: RelayAgent, context: BrowserContext) -> None:
     page = await paired_app(context, agent)
     call = agent.call("choice", DEPLOY)
@@ -306,7 +332,10 @@ def test_export_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
 
 NOTIFICATION_STUB = """
 window.shown = []; window.asked = 0; window.hidden = false;
-window.Notification = class { constructor(title, options) { shown.push({title, ...options}); } close() {} };
+window.Notification = class {
+  constructor(title, options) { shown.push({title, ...options}); console.log(`notification: ${title}`); }
+  close() {}
+};
 Notification.permission = "default";
 Notification.requestPermission = async () => { asked += 1; Notification.permission = "granted"; return "granted"; };
 Object.defineProperty(Document.prototype, "visibilityState", {get: () => (window.hidden ? "hidden" : "visible")});
@@ -331,9 +360,10 @@ async def test_notification_is_asked_once_from_the_bell_and_shown_when_hidden(
     await visible
     await on_relay(agent, page)
     await page.evaluate("window.hidden = true")
-    call = agent.call("choice", DEPLOY)
-    await page.wait_for_function("shown.length === 1")
+    async with page.expect_console_message(lambda message: message.text.startswith("notification: ")):
+        call = agent.call("choice", DEPLOY)
     shown: list[dict[str, Any]] = await page.evaluate("shown")
+    assert len(shown) == 1
     assert shown[0]["title"] == "The agent asks you to choose"
     assert shown[0]["body"] == DEPLOY["question"]
     await page.get_by_role("button", name="test").click()

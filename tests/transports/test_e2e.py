@@ -337,8 +337,8 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         assert hub.peers == []  # nobody could read a call: it fails no_app instead of waiting
         result = await hub.agent_call("choice", {"question": "Q?", "options": ["a", "b"]})
         assert result.result["error"] == "no_app"
-        await relay.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
-        assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}"]
+        offer = await relay.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
+        assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}/{offer['id']}"]  # one device per pairing
         state, device, secret = pairings.pair_link()
         app = Channel.for_app(secret, AgentKey.load(state.agent_key).public, device.pairing_id, APP, AGENT)
         pairings.revoke()  # `lineup pair --revoke` meanwhile

@@ -11,10 +11,12 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
 
 With pairing (:mod:`~lineup_plugin.transports.wukongim.pairing`; ``wukongim.e2e``, on by default
 when the relay is started from settings) every envelope travels sealed end to end instead,
-``{"type": 9527, "e2e": {...}}`` (:mod:`~lineup_plugin.transports.wukongim.e2e`), one copy per
-paired App device; an envelope in clear from the App user is refused, and a sealed one from a
-revoked or unknown pairing is answered, once, with ``{"type": 9527, "refused": {"code":
-"pairing_revoked" | "not_paired", "message": ...}}`` in clear, so that App can say why.
+``{"type": 9527, "e2e": {...}}`` (:mod:`~lineup_plugin.transports.wukongim.e2e`): each paired App
+device is a link of its own (device ``wukongim:<uid>/<pairing id>``), attached once the agent is
+connected, whose envelopes are sealed for it alone; an envelope in clear from the App user is
+refused, and a sealed one from a revoked or unknown pairing is answered, once, with ``{"type":
+9527, "refused": {"code": "pairing_revoked" | "not_paired", "message": ...}}`` in clear, so that
+App can say why.
 
 The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
 WuKongIM login vouches for it, so it is attached without a token check once the agent is
@@ -198,12 +200,16 @@ class RelayLink:
     :meth:`send` queues for the relay's sender, which writes in order and waits for each
     WuKongIM send acknowledgement; an IM channel has nothing to close. :attr:`max_text` is the
     largest envelope text (UTF-8 bytes) one WuKongIM frame carries; :meth:`send` refuses more.
+    With ``pairing_id`` the link is one paired App device (device ``wukongim:<uid>/<pairing id>``):
+    what it sends is sealed for that device only, so each paired device is a device of its own
+    for the hub (first answer wins, the others are told).
     """
 
-    def __init__(self, relay: Relay, uid: str) -> None:
+    def __init__(self, relay: Relay, uid: str, pairing_id: str | None = None) -> None:
         self.relay = relay
         self.uid = uid
-        self.name = f"wukongim:{uid}"
+        self.pairing_id = pairing_id
+        self.name = f"wukongim:{uid}" if pairing_id is None else f"wukongim:{uid}/{pairing_id}"
         #: the largest envelope text, in UTF-8 bytes, that fits one WuKongIM frame
         self.max_text: int = max_envelope_text(uid, relay.settings.content_type, sealed=relay.pairings is not None)
 
@@ -218,7 +224,7 @@ class RelayLink:
                 f"relay to {self.uid}: message of {size} bytes is too large for one WuKongIM frame "
                 f"(at most {self.max_text} bytes of envelope JSON once encrypted into 1 MiB)"
             )
-        self.relay.enqueue(self.uid, text)
+        self.relay.enqueue(self.uid, text, self.pairing_id)
 
     def close(self, code: int, reason: str) -> None:
         """Nothing to close on an IM channel: the App user is reached again when it next speaks."""
@@ -261,7 +267,9 @@ class Relay:
         self._app_tokens: set[str] = set()  # App tokens registered with WuKongIM by this process
         self._told: set[str] = set()  # pairing ids told they are refused
         self.link = RelayLink(self, settings.app_uid)
-        self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(OUTBOX_LIMIT)
+        self._outbox: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue(OUTBOX_LIMIT)
+        #: one link per paired App device (with pairings), by pairing id
+        self._device_links: dict[str, RelayLink] = {}
         self.connected = asyncio.Event()
         token = settings.token or (secrets.token_urlsafe(24) if settings.manager_token else "")
         self.options = ClientOptions(
@@ -277,7 +285,7 @@ class Relay:
         )
         self._api = WuKongIMApi(self._http)
         self._token_registered = False
-        self._attached = False
+        self._attached: set[RelayLink] = set()
         self._missed = False
         # Highest sequence number received on the App's channel. Our own sends do not move it: a
         # message of the App's stored just before one of ours may not have reached us yet.
@@ -324,35 +332,44 @@ class Relay:
         """None: a relay App is configured with its WuKongIM account, not opened from a link."""
         return None
 
-    def enqueue(self, uid: str, text: str) -> None:
-        """Queue one encoded envelope for ``uid`` (sent in order by the relay's sender task)."""
+    def enqueue(self, uid: str, text: str, pairing_id: str | None = None) -> None:
+        """Queue one encoded envelope for ``uid`` (for its paired device ``pairing_id``); sent in order."""
         try:
-            self._outbox.put_nowait((uid, text))
+            self._outbox.put_nowait((uid, text, pairing_id))
         except asyncio.QueueFull:
             self._missed = True  # re-sync the App (live calls re-sent) once WuKongIM takes messages again
             raise TransportError(f"relay to {uid}: {OUTBOX_LIMIT} messages wait for WuKongIM") from None
 
     async def _send_queued(self) -> None:
         while True:
-            uid, text = await self._outbox.get()
+            uid, text, pairing_id = await self._outbox.get()
             try:
-                await self.send_envelope(uid, text)
+                await self.send_envelope(uid, text, pairing_id)
             except RelayError as exc:
                 log.info("relay send to %s failed: %s", uid, exc)
             except Exception:  # a bug must cost one message, never the sender (the queue would stall)
                 self._missed = True
                 log.exception("relay sender failed on a message to %s", uid)
 
-    async def send_envelope(self, uid: str, text: str) -> None:
-        """Send one encoded envelope to ``uid`` as LineUp custom content (sealed for each paired device)."""
+    async def send_envelope(self, uid: str, text: str, pairing_id: str | None = None) -> None:
+        """Send one encoded envelope to ``uid`` as LineUp custom content.
+
+        With pairings it is sealed for the device ``pairing_id`` (none: for every paired device);
+        a device no longer paired gets nothing.
+        """
         content_type = self.settings.content_type
         if self.pairings is None:
             payloads = [wrap_envelope(text, content_type)]
         else:
-            payloads = [channel.seal(text, content_type) for channel in self.pairings.channels()]
+            if pairing_id is None:
+                channels = self.pairings.channels()
+            else:
+                channel = self.pairings.channel(pairing_id)
+                channels = [channel] if channel is not None else []
+            payloads = [channel.seal(text, content_type) for channel in channels]
             self.pairings.keep_floors()
             if not payloads:
-                log.debug("relay: no paired App device to send to")
+                log.debug("relay: no paired App device %s to send to", pairing_id or "")
         try:
             for payload in payloads:
                 await self.client.send(uid, ChannelType.PERSON, payload)
@@ -376,10 +393,12 @@ class Relay:
             return
         self.connected.set()
         resync, self._missed = self._missed, False
-        # With pairing, the App user is attached up front only once a device is paired (until then
-        # no App could read a call, which must fail no_app rather than wait); else when it speaks.
-        if self.pairings is None or self.pairings.channels():
+        # With pairing, each paired device is attached up front (none paired: none attached, so a
+        # call fails no_app rather than wait for nobody); a stock client when it speaks.
+        if self.pairings is None:
             await self.attach(resync=resync)
+        else:
+            await self.attach_paired(resync=resync)
         await self._catch_up()
 
     def _saw(self, message_seq: int) -> None:
@@ -413,20 +432,41 @@ class Relay:
             if not more or self._last_seq == before:
                 return
 
-    async def attach(self, *, resync: bool = False) -> None:
-        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``."""
-        if self._attached:
+    async def attach(self, *, resync: bool = False, link: RelayLink | None = None) -> None:
+        """Attach the App user (or one paired device, ``link``) to the hub: the IM login vouches for
+        it; again, re-sending live calls, on ``resync``."""
+        link = link or self.link
+        if link in self._attached:
             if not resync:
                 return
-            await self.hub.disconnect(self.link)
-        self._attached = True
-        self.hub.connect(self.link, device_id=self.link.name)
+            await self.hub.disconnect(link)
+        self._attached.add(link)
+        self.hub.connect(link, device_id=link.name)
 
-    async def detach(self) -> None:
-        """Detach the App user from the hub, if attached."""
-        if self._attached:
-            self._attached = False
-            await self.hub.disconnect(self.link)
+    def device_link(self, pairing_id: str) -> RelayLink:
+        """The link of the paired device ``pairing_id``."""
+        link = self._device_links.get(pairing_id)
+        if link is None:
+            link = self._device_links[pairing_id] = RelayLink(self, self.settings.app_uid, pairing_id)
+        return link
+
+    async def attach_paired(self, *, resync: bool = False) -> None:
+        """Attach every paired device and detach the links of devices no longer paired."""
+        assert self.pairings is not None
+        paired = {channel.pairing_id for channel in self.pairings.channels()}
+        for pairing_id, link in list(self._device_links.items()):
+            if pairing_id not in paired:
+                await self.detach(link)
+                del self._device_links[pairing_id]
+        for pairing_id in sorted(paired):
+            await self.attach(resync=resync, link=self.device_link(pairing_id))
+
+    async def detach(self, link: RelayLink | None = None) -> None:
+        """Detach ``link`` from the hub, if attached (None: every link of the relay)."""
+        for each in [link] if link is not None else list(self._attached):
+            if each in self._attached:
+                self._attached.discard(each)
+                await self.hub.disconnect(each)
 
     # -- incoming --------------------------------------------------------------------------------
 
@@ -454,7 +494,7 @@ class Relay:
         else:
             log.info("ignoring wukongim message %d of content type %r", message.message_id, kind)
 
-    async def _on_envelope(self, data: Any, message: Message) -> None:
+    async def _on_envelope(self, data: Any, message: Message, link: RelayLink | None = None) -> None:
         if not isinstance(data, dict):
             log.warning("ignoring wukongim message %d: no envelope object", message.message_id)
             return
@@ -462,8 +502,9 @@ class Relay:
         if isinstance(envelope_id, str) and not self._seen.add(("envelope", envelope_id)):
             log.debug("dropping re-delivered envelope %s", envelope_id)
             return
-        await self.attach()
-        await self.hub.receive_object(self.link, data)  # a hello re-syncs the App; bad input is answered
+        link = link or self.link
+        await self.attach(link=link)
+        await self.hub.receive_object(link, data)  # a hello re-syncs the App; bad input is answered
 
     async def _on_sealed(self, box: Any, message: Message) -> None:
         """An envelope sealed end to end: opened with its pairing's keys, or refused (and the App told why)."""
@@ -484,8 +525,7 @@ class Relay:
                 "revoked" if revoked else "unknown",
             )
             await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
-            if not self.pairings.channels():  # revoked: calls must fail no_app, not wait for nobody
-                await self.detach()
+            await self.attach_paired()  # a revoked device is detached: its calls are not sent to nobody
             return
         try:
             data = json.loads(channel.open(box))
@@ -493,7 +533,7 @@ class Relay:
             log.warning("refused wukongim message %d: %s", message.message_id, exc)
             return
         self.pairings.keep_floors()
-        await self._on_envelope(data, message)
+        await self._on_envelope(data, message, self.device_link(channel.pairing_id))
 
     async def _refuse(self, pairing_id: str, code: str) -> None:
         """Tell a refused App, in clear and once per process, why nothing it sends is read."""
@@ -534,7 +574,7 @@ class Relay:
         await self.register_app_token(state.app_token)
         offer = self.pairings.offer(state, device, await self.app_ws_url(), self.settings.content_type)
         if self.connected.is_set():
-            await self.attach()
+            await self.attach_paired()
         return offer
 
     async def _on_text(self, text: str, message: Message) -> None:
