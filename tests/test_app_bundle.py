@@ -13,6 +13,7 @@ BUNDLE = ROOT / "lineup_plugin" / "app" / "vendor" / "relay.js"
 ESBUILD = ROOT / "tests" / "js" / "node_modules" / "esbuild"
 
 
+@pytest.mark.node  # CI must run it (tests/ci_strict.py)
 @pytest.mark.skipif(shutil.which("node") is None or not ESBUILD.is_dir(), reason="run `npm ci --prefix tests/js`")
 def test_rebuilding_the_vendor_bundle_gives_the_same_bytes(tmp_path: Path) -> None:
     rebuilt = tmp_path / "relay.js"
