@@ -118,6 +118,11 @@ ui.connectForm.addEventListener("submit", (event) => {
   event.preventDefault();
   const host = ui.host.value.trim() || location.host;
   const token = ui.token.value.trim();
+  if (!token && loadPairing()) {
+    showChat(); // opened away from the agent: the pairing reaches it by relay
+    connection.connectRelay();
+    return;
+  }
   if (!token) {
     showConnect("Enter the token printed by the agent.");
     return;

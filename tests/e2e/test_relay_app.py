@@ -318,6 +318,10 @@ async def test_exported_app_opened_from_a_pairing_link_connects_by_relay(
     await page.reload()  # the pairing is kept in the exported App's storage
     await expect(page.locator("#path")).to_have_text("Relay")
     await expect(page.locator("#link")).to_have_text("Connected")
+    await page.get_by_role("button", name="Disconnect").click()
+    await page.get_by_role("button", name="Connect").click()  # no token here: the pairing is enough
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(page.locator("#path")).to_have_text("Relay")
 
 
 def test_export_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
