@@ -306,7 +306,9 @@ async def relay_hub(stack: AsyncExitStack, pairing_dir: Path | None = None) -> H
     from lineup_plugin.transports.wukongim.relay import Relay
 
     fake = await start_child(stack, "wukongim")
-    config = WuKongIMSettings(api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app")
+    config = WuKongIMSettings(
+        api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app", text_cards="never"
+    )
     pairings = None
     app_args = [fake["ws_url"], "bench-app", "bench-agent"]
     if pairing_dir is not None:

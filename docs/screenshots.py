@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from playwright.async_api import Page, async_playwright, expect
@@ -41,17 +43,30 @@ async def user_says(page: Page, text: str) -> None:
     await page.get_by_label("Message to the agent").blur()  # no focus ring in the pictures
 
 
+def screenshot_settings(data: str) -> Settings:
+    """The settings of a screenshot agent whose data lives in the directory ``data``."""
+    return Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
+
+
+@asynccontextmanager
+async def phone_app(hub: Hub, settings: Settings) -> AsyncIterator[Page]:
+    """The App, served for ``hub``, connected in a light phone-sized Chromium page."""
+    async with DirectServer.from_settings(hub, settings) as server, async_playwright() as playwright:
+        browser = await launch(playwright)
+        context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
+        page = await context.new_page()
+        await page.goto(server.connect_link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        try:
+            yield page
+        finally:
+            await browser.close()
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as data:
-        settings = Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
         hub = Hub(load_registry(load_entrypoints=False), agent_id="hermes")
-        async with DirectServer.from_settings(hub, settings) as server, async_playwright() as playwright:
-            browser = await launch(playwright)
-            context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
-            page = await context.new_page()
-            await page.goto(server.connect_link)
-            await expect(page.locator("#link")).to_have_text("Connected")
-
+        async with phone_app(hub, screenshot_settings(data)) as page:
             await user_says(page, "Ship build 1.4.2, please.")
             await hub.send_text("Build 1.4.2 passed all 312 checks. Where should I deploy it?")
             await hub.set_status("waiting_input")
@@ -76,7 +91,6 @@ async def main() -> None:
             await hub.set_status("idle")
             await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
             await page.screenshot(path=DOCS / "canvas.png")
-            await browser.close()
 
 
 if __name__ == "__main__":

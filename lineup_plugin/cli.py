@@ -26,8 +26,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .config.settings import load_settings
-from .errors import ConfigError, LineUpError, StoreBusyError
+from .config.settings import Settings, load_settings
+from .errors import ConfigError, LineUpError, StoreBusyError, TransportError
 from .plugins import load_registry
 from .tools.registry import Registry
 
@@ -190,15 +190,13 @@ def run_stats(args: argparse.Namespace) -> int:
 
     given = {"data_dir": args.data_dir} if args.data_dir else {}
     settings = load_settings(given)
+    since = parse_since(args.since) if args.since else None
     try:
-        report = read_stats(settings, since=parse_since(args.since) if args.since else None)
+        report = read_stats(settings, since=since).as_json()
     except StoreBusyError as exc:
-        from .runtime.lock import ServerLock
-
-        owner = ServerLock(settings.data_dir).owner()
-        raise StoreBusyError(f"{exc} ({owner or 'unknown'}); run lineup stats once it has stopped") from exc
+        report = _stats_of_the_server(settings, since, exc)
     if args.json:
-        print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
+        print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(format_table(report))
     return 0
@@ -234,6 +232,22 @@ def run_app_export(args: argparse.Namespace) -> int:
         "`lineup pair --link https://<that address>/` (it connects by relay)."
     )
     return 0
+
+
+def _stats_of_the_server(settings: Settings, since: float | None, busy: StoreBusyError) -> dict[str, Any]:
+    """The metering of the process that holds the store, asked over its direct server's API."""
+    from .transports.direct.api import request_stats
+
+    try:
+        data: dict[str, Any] = request_stats(
+            settings.host, settings.port, settings.token, settings.data_dir, since=since
+        )
+    except TransportError as exc:
+        from .runtime.lock import ServerLock
+
+        owner = ServerLock(settings.data_dir).owner()
+        raise StoreBusyError(f"{busy} ({owner or 'unknown'}) and {exc}; run lineup stats once it has stopped") from exc
+    return data
 
 
 if __name__ == "__main__":  # pragma: no cover

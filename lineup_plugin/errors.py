@@ -8,10 +8,13 @@ The hierarchy::
     ├── CallStateError           a call was asked to make a transition its state does not allow
     ├── ToolError                a tool definition or registration is wrong
     │   ├── DuplicateToolError   two plugins registered the same tool name
-    │   └── ArgumentsError       a call's arguments do not match the action's inputSchema
+    │   ├── ArgumentsError       a call's arguments do not match the action's inputSchema
+    │   └── RendererError        a plugin's App renderer cannot be registered (missing, too big, not its tool)
+    ├── HandedOverError          this process stopped serving: a live call goes on in the next one
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
+    ├── MediaError               a file sent either way was refused (too large, wrong type, damaged...)
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -65,6 +68,15 @@ class ArgumentsError(ToolError):
         self.expected = expected
 
 
+class RendererError(ToolError):
+    """A plugin's App renderer cannot be registered: its file is missing, too large or not a module,
+    or the tool is not an App tool of that plugin."""
+
+
+class HandedOverError(LineUpError):
+    """This process stopped serving while a call was live: the call goes on in the process that serves next."""
+
+
 class ConfigError(LineUpError):
     """A configuration setting has a bad value; the message names the setting."""
 
@@ -75,6 +87,14 @@ class StoreError(LineUpError):
 
 class StoreBusyError(StoreError):
     """Another process (another agent) already holds the store's database file."""
+
+
+class MediaError(LineUpError):
+    """A file was refused; ``code`` is the wire error code the sender is told (``file_too_large``...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class TransportError(LineUpError):

@@ -14,6 +14,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .tools.registry import Register
+    from .tools.renderers import RegisterRenderer
 
 hookspec = pluggy.HookspecMarker("lineup")
 hookimpl = pluggy.HookimplMarker("lineup")
@@ -35,4 +36,23 @@ def register_tools(register: Register) -> None:
     ``register(tool, name=..., description=..., risk=...)`` overrides the derived name,
     description or risk. Registering a name another plugin already registered raises
     :class:`~lineup_plugin.errors.DuplicateToolError` naming both plugins.
+    """
+
+
+@hookspec
+def register_renderers(register: RegisterRenderer) -> None:
+    """Ship App renderers for this plugin's App tools: call ``register(tool_name, module_path)``.
+
+    Called once per plugin after every plugin's ``register_tools``. ``module_path`` is an ES
+    module file (``.js`` or ``.mjs``, UTF-8, at most 256 KiB), usually next to the plugin's own
+    code (``Path(__file__).parent / "rating.js"``). It is read once, then served by the direct
+    server from the App's own origin at an address made from its SHA-256 (so it is cached until
+    it changes), under the App's Content-Security-Policy: it can load nothing from elsewhere.
+    The App loads it the first time the agent calls the tool; what it must export and how it
+    answers is in the README (*Renderers for plugin tools*). A tool without a renderer is
+    answered ``unsupported`` by the App, as before.
+
+    ``register`` raises :class:`~lineup_plugin.errors.RendererError` when the file cannot be read
+    or is too large, or when the tool is not an App tool this plugin registered, or already has
+    a renderer.
     """

@@ -22,17 +22,33 @@ The hub runs on one asyncio event loop.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import hashlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, StoreError, TransportError
+from .errors import ArgumentsError, HandedOverError, MediaError, StoreError, TransportError
+from .media import MediaStore, StoredFile
 from .protocol import codec
 from .protocol.calls import Call
-from .protocol.messages import Actor, AgentState, Envelope, Payload, ToolCall, ToolResult
+from .protocol.messages import (
+    Actor,
+    AgentState,
+    Attachment,
+    Envelope,
+    Error,
+    FileBegin,
+    FileStored,
+    Origin,
+    Payload,
+    ToolCall,
+    ToolResult,
+)
 from .protocol.session import (
     ANSWERED_ELSEWHERE,
     AppToolCall,
@@ -42,6 +58,7 @@ from .protocol.session import (
     CloseLink,
     DevicesChanged,
     Event,
+    FileReceived,
     Peer,
     SaveCall,
     Send,
@@ -72,6 +89,8 @@ RETRY_SECONDS = 1.0
 INTERRUPTED = "the agent was interrupted"
 
 TextHandler = Callable[[str, str], Awaitable[None] | None]
+#: App text that came with files: device id, text, the files (kept in the media store)
+FilesHandler = Callable[[str, str, list[StoredFile]], Awaitable[None] | None]
 StopHandler = Callable[[str], Awaitable[None] | None]
 ToolsChangedHandler = Callable[[], Awaitable[None] | None]
 
@@ -125,7 +144,10 @@ class Hub:
         on_text: TextHandler | None = None,
         on_stop: StopHandler | None = None,
         on_tools_changed: ToolsChangedHandler | None = None,
+        on_files: FilesHandler | None = None,
+        media: MediaStore | None = None,
         clock: Callable[[], float] = time.time,
+        reclaim: float = 0.0,
     ) -> None:
         self.registry = registry
         self.store: Store = store if store is not None else MemoryStore()
@@ -134,6 +156,9 @@ class Hub:
         self.on_text = on_text
         self.on_stop = on_stop
         self.on_tools_changed = on_tools_changed
+        self.on_files = on_files
+        #: where files sent either way are kept (None: this hub takes no files)
+        self.media = media
         self.session: Session[Link] = Session(
             records=self.store,
             catalog=_Catalog(registry),
@@ -150,8 +175,9 @@ class Hub:
         self._devices_changed = asyncio.Event()
         #: runs of high-risk in-process tools an App called, waiting for the user's approval
         self.app_runs: set[asyncio.Task[None]] = set()
-        #: the calls a previous process left pending, closed when this hub was made
-        self.recovered: list[Call] = self.recover()
+        #: the calls a previous process left pending and this hub closed when it was made (the
+        #: others wait ``reclaim`` seconds for the processes that forwarded them to claim them again)
+        self.recovered: list[Call] = self.recover(reclaim)
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: Registry | None = None, **options: Any) -> Hub:
@@ -164,9 +190,11 @@ class Hub:
         return cls(
             registry if registry is not None else load_registry(),
             store=open_store(settings),
+            media=MediaStore.from_settings(settings),
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
+            reclaim=settings.handover_grace,
             **options,
         )
 
@@ -268,8 +296,12 @@ class Hub:
     async def _settle(self) -> None:
         """Flush, then run the events that need the runtime (each may produce more to flush)."""
         for event in self._flush():
-            if isinstance(event, TextReceived):
+            if isinstance(event, TextReceived) and event.attachments:
+                await self._text_with_files(event)
+            elif isinstance(event, TextReceived):
                 await _maybe_await(self.on_text(event.device_id, event.text) if self.on_text else None)
+            elif isinstance(event, FileReceived):
+                self._on_file(event)
             elif isinstance(event, StopRequested):
                 await _maybe_await(self.on_stop(event.device_id) if self.on_stop else None)
             elif isinstance(event, ToolsChanged):
@@ -339,9 +371,10 @@ class Hub:
         self.session.open(link, name=link.name, verify=verify, device_id=device_id, max_text=max_text)
         self._flush()
 
-    def recover(self) -> list[Call]:
-        """Close the calls a previous process left pending (done once, when the hub is made)."""
-        closed = self.session.recover()
+    def recover(self, reclaim: float = 0.0) -> list[Call]:
+        """The calls a previous process left pending (done once, when the hub is made): see
+        :meth:`Session.recover <lineup_plugin.protocol.session.Session.recover>`."""
+        closed = self.session.recover(reclaim=reclaim)
         self._flush()
         return closed
 
@@ -370,6 +403,8 @@ class Hub:
 
     async def disconnect(self, link: Link) -> None:
         """The connection ``link`` ended; its device's calls stay live until answered elsewhere or expired."""
+        if self.media is not None:
+            self.media.abort(link)
         self.session.close(link)
         await self._settle()
 
@@ -390,9 +425,28 @@ class Hub:
         self._flush()
         return sent
 
-    async def send_text(self, text: str) -> None:
-        """Send an agent reply to every device."""
-        self.session.send_text(text)
+    async def send_text(
+        self, text: str, *, message_id: str | None = None, attachments: Sequence[Attachment] = ()
+    ) -> str:
+        """Send an agent reply to every device (settling the reply streamed under ``message_id``); its id."""
+        message_id = self.session.send_text(text, message_id=message_id, attachments=attachments)
+        self._flush()
+        return message_id
+
+    async def send_file(self, text: str, data: bytes, name: str, mime: str) -> str:
+        """Send the agent's file ``data`` (kept in the media store) with ``text``; the message id.
+
+        A link without URLs (the relay) gets it inline when it is small enough.
+        """
+        if self.media is None:
+            raise MediaError("no_media", "this agent keeps no files")
+        file = self.media.put(data, name, mime, check=False)
+        inline = any(getattr(peer.link, "max_text", None) is not None for peer in self.peers)
+        return await self.send_text(text, attachments=[self.media.attachment(file, inline=inline)])
+
+    async def stream_text(self, message_id: str, text: str) -> None:
+        """Reply ``message_id``, still being written, reads ``text`` so far: send every device the new piece."""
+        self.session.stream_text(message_id, text)
         self._flush()
 
     async def set_status(self, state: AgentState, detail: str | None = None) -> None:
@@ -419,14 +473,20 @@ class Hub:
         action: str | None = None,
         deadline: float | None = None,
         call_id: str | None = None,
+        origin: Origin | None = None,
+        detached: bool = False,
     ) -> ToolResult:
         """Call a tool and wait for its terminal result; never raises for a bad call.
 
         Bad arguments give a ``failed`` result naming the field and what was expected; no App
         connected gives ``failed`` saying so. A call id that was already made is never run
-        twice: its result is waited on or returned. If the waiting task is cancelled (the
-        runtime was interrupted) the call is cancelled on every device and the cancellation
-        propagates.
+        twice: its result is waited on or returned (a call recovered from the process that
+        served before is claimed so). If the waiting task is cancelled (the runtime was
+        interrupted) the call is cancelled on every device and the cancellation propagates —
+        unless ``detached`` (a call another process forwarded, cancelled explicitly with
+        :meth:`cancel`, and kept through a hand-over: see :meth:`release`, which raises
+        :class:`~lineup_plugin.errors.HandedOverError` in its waiters). ``origin`` says who asks
+        (shown on the card).
         """
         new_id = call_id is None
         if call_id is None:
@@ -434,6 +494,8 @@ class Hub:
         else:
             known = self.session.lookup(call_id)
             if known is not None:
+                self.session.claim(call_id)
+                self._arm_timer()
                 return await self._wait(known, owner=False)
         try:
             tool, spec = self.registry.resolve(name, action, arguments)
@@ -442,16 +504,16 @@ class Hub:
                 call_id, name, "failed", str(exc), error="invalid_arguments", field=exc.path, expected=exc.expected
             )
         risk = call_risk(tool, spec, arguments)
-        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk)
+        request = ToolCall(call_id=call_id, name=name, action=action, arguments=arguments, risk=risk, origin=origin)
         if tool.in_process:
             result = await run_for_agent(self.registry, tool, request, self._confirm(deadline))
             self.session.record_in_process(result)
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id)
+        call = self.session.start_call(request, wait=wait, new_id=new_id, forwarded=detached)
         self._flush()
-        return await self._wait(call, owner=True)
+        return await self._wait(call, owner=not detached)
 
     async def agent_call(self, name: str, flat_arguments: dict[str, Any], **options: Any) -> ToolResult:
         """Call a tool with the model's flat arguments (``action`` among them for app/toolset tools)."""
@@ -479,17 +541,91 @@ class Hub:
         call = self.session.lookup(call_id)
         return call.result if call is not None and call.done else None
 
+    async def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
+        as a device's answer, the first wins and every device's card is dismissed. Returns why it
+        was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
+        refused = self.session.answer_from(surface, result)
+        self._flush()
+        return refused
+
     async def cancel(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
         """Cancel a live call on every device; returns False if it was not live."""
         cancelled = self.session.cancel_call(call_id, reason)
         self._flush()
         return cancelled
 
+    def release(self, call_id: str) -> bool:
+        """Let go of live call ``call_id`` without ending it, for the process that serves next to take over.
+
+        Nothing is written or sent; its waiters get :class:`~lineup_plugin.errors.HandedOverError`.
+        False when the call is not live.
+        """
+        if self.session.release(call_id) is None:
+            return False
+        for waiter in self._waiters.pop(call_id, ()):
+            if not waiter.done():
+                waiter.set_exception(HandedOverError(f"call {call_id} is handed over to the next serving process"))
+        return True
+
     async def cancel_all(self, reason: str) -> int:
         """Cancel every live call (e.g. the user pressed stop); returns how many."""
         count = self.session.cancel_all(reason)
         self._flush()
         return count
+
+    # ------------------------------------------------------------------------------- files
+
+    def _on_file(self, event: FileReceived[Link]) -> None:
+        """A piece of an upload: keep it; the App is told when the file is complete, or why it was refused."""
+        message = event.message
+        try:
+            if self.media is None:
+                raise MediaError("no_media", "this agent takes no files")
+            if isinstance(message, FileBegin):
+                self.media.begin(event.link, message)
+                return
+            file = self.media.chunk(event.link, message)
+        except MediaError as exc:
+            self.reply(event.link, Error(code=exc.code, message=str(exc), upload_id=message.upload_id))
+            return
+        if file is not None:
+            self.session.audit_file(event.device_id, file.sha256, file.size)
+            self.reply(event.link, FileStored(upload_id=message.upload_id, file=self.media.attachment(file)))
+
+    async def _text_with_files(self, event: TextReceived) -> None:
+        """App text with files: each is one the App uploaded, or comes inline; then the runtime gets them."""
+        files: list[StoredFile] = []
+        try:
+            if self.media is None:
+                raise MediaError("no_media", "this agent takes no files")
+            for attachment in event.attachments:
+                files.append(self._received_file(self.media, attachment))
+        except MediaError as exc:
+            for peer in self.peers:
+                if peer.device_id == event.device_id:
+                    self.reply(peer.link, Error(code=exc.code, message=f"the message was not delivered: {exc}"))
+            return
+        if self.on_files is not None:
+            await _maybe_await(self.on_files(event.device_id, event.text, files))
+        elif self.on_text is not None:
+            names = ", ".join(file.name for file in files)
+            await _maybe_await(self.on_text(event.device_id, f"{event.text}\n[files sent with it: {names}]"))
+
+    @staticmethod
+    def _received_file(media: MediaStore, attachment: Attachment) -> StoredFile:
+        if attachment.data is not None:
+            try:
+                data = base64.b64decode(attachment.data, validate=True)
+            except (binascii.Error, ValueError):
+                raise MediaError("upload_failed", f"{attachment.name!r} is not valid base64") from None
+            if hashlib.sha256(data).hexdigest() != attachment.id:
+                raise MediaError("upload_failed", f"{attachment.name!r} arrived damaged: its SHA-256 does not match")
+            return media.put(data, attachment.name, attachment.mime)
+        known = media.get(attachment.id)
+        if known is None:
+            raise MediaError("unknown_file", f"file {attachment.name!r} is not (or no longer) kept; send it again")
+        return known._replace(name=attachment.name)
 
     def _confirm(self, deadline: float | None) -> Confirm:
         """How an in-process tool asks the user's approval: a ``confirm`` call to the App."""

@@ -57,16 +57,24 @@ def get_plugin_manager(*, load_entrypoints: bool = True, environ: dict[str, str]
 
 
 def collect_tools(pm: pluggy.PluginManager, registry: Registry | None = None) -> Registry:
-    """Call every plugin's ``register_tools`` hook, each with a ``register`` bound to its name."""
+    """Call every plugin's ``register_tools`` hook, then its ``register_renderers`` hook, each with a
+    ``register`` bound to the plugin's name."""
     if registry is None:
         from .tools.registry import Registry
 
         registry = Registry()
-    for impl in pm.hook.register_tools.get_hookimpls():
-        plugin_name = pm.get_name(impl.plugin) or impl.plugin_name
-        kwargs: dict[str, Any] = {"register": registry.registrar(plugin_name)}
-        impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+    _call_each(pm, pm.hook.register_tools, registry.registrar)
+    renderers = registry.renderers
+    _call_each(pm, pm.hook.register_renderers, lambda name: renderers.registrar(name, registry))
     return registry
+
+
+def _call_each(pm: pluggy.PluginManager, hook: Any, make_register: Any) -> None:
+    """Call ``hook`` of every plugin with ``register=make_register(plugin_name)`` (if it takes it)."""
+    for impl in hook.get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin) or impl.plugin_name
+        kwargs: dict[str, Any] = {"register": make_register(plugin_name)}
+        impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
 
 
 def load_registry(*, load_entrypoints: bool = True, environ: dict[str, str] | None = None) -> Registry:

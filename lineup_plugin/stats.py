@@ -182,39 +182,57 @@ def compute(records: Iterable[AuditRecord], *, since: float | None = None) -> St
     A call counts when its ``call.created`` is among the records (the records of calls created
     earlier are left out), or when it failed before it was created (``no_app``, ``too_large``).
     """
-    calls: dict[str, _Call] = {}
-    first: float | None = None
-    for record in records:
-        first = record.at if first is None else first
-        if record.call_id is None or not record.event.startswith("call."):
-            continue
-        stage = record.event[len("call.") :]
-        call = calls.get(record.call_id)
-        if stage == "created":
-            calls[record.call_id] = _Call(tool=record.detail or record.tool, created_at=record.at)
-            continue
-        if call is None:
-            if stage != "failed" or record.detail in ("", "recovered after restart"):
-                continue  # created before the records begin
-            call = calls[record.call_id] = _Call(created_at=record.at)
-        call.tool = call.tool or record.tool
-        if stage == "delivered" and record.device_id:
-            call.delivered.add(record.device_id)
-        elif stage in TERMINAL and call.status == OPEN:
-            call.status, call.ended_at, call.device = stage, record.at, record.device_id
-    stats = Stats(since=since, first_record_at=first)
-    for call in calls.values():
-        seconds = None
-        if call.ended_at is not None and call.created_at is not None:
-            seconds = max(0.0, call.ended_at - call.created_at)
-        tool = stats.tools.setdefault(call.tool or "?", ToolStats(call.tool or "?"))
-        tool.statuses.setdefault(call.status, Figures()).add(seconds)
-        for device_id in call.delivered:
-            stats.devices.setdefault(device_id, DeviceStats(device_id)).delivered += 1
-        if call.device is not None:
-            device = stats.devices.setdefault(call.device, DeviceStats(call.device))
-            device.statuses.setdefault(call.status, Figures()).add(seconds)
-    return stats
+    meter = Meter(since=since)
+    meter.feed(records)
+    return meter.stats()
+
+
+class Meter:
+    """:func:`compute` in steps: :meth:`feed` the records page by page (oldest first), then take
+    the :meth:`stats` (how the process that holds the store meters it and still serves its Apps)."""
+
+    def __init__(self, *, since: float | None = None) -> None:
+        self.since = since
+        self._calls: dict[str, _Call] = {}
+        self._first: float | None = None
+
+    def feed(self, records: Iterable[AuditRecord]) -> None:
+        """Take the next records, oldest first."""
+        calls = self._calls
+        for record in records:
+            self._first = record.at if self._first is None else self._first
+            if record.call_id is None or not record.event.startswith("call."):
+                continue
+            stage = record.event[len("call.") :]
+            call = calls.get(record.call_id)
+            if stage == "created":
+                calls[record.call_id] = _Call(tool=record.detail or record.tool, created_at=record.at)
+                continue
+            if call is None:
+                if stage != "failed" or record.detail in ("", "recovered after restart"):
+                    continue  # created before the records begin
+                call = calls[record.call_id] = _Call(created_at=record.at)
+            call.tool = call.tool or record.tool
+            if stage == "delivered" and record.device_id:
+                call.delivered.add(record.device_id)
+            elif stage in TERMINAL and call.status == OPEN:
+                call.status, call.ended_at, call.device = stage, record.at, record.device_id
+
+    def stats(self) -> Stats:
+        """The figures of every record fed so far."""
+        stats = Stats(since=self.since, first_record_at=self._first)
+        for call in self._calls.values():
+            seconds = None
+            if call.ended_at is not None and call.created_at is not None:
+                seconds = max(0.0, call.ended_at - call.created_at)
+            tool = stats.tools.setdefault(call.tool or "?", ToolStats(call.tool or "?"))
+            tool.statuses.setdefault(call.status, Figures()).add(seconds)
+            for device_id in call.delivered:
+                stats.devices.setdefault(device_id, DeviceStats(device_id)).delivered += 1
+            if call.device is not None:
+                device = stats.devices.setdefault(call.device, DeviceStats(call.device))
+                device.statuses.setdefault(call.status, Figures()).add(seconds)
+        return stats
 
 
 def read_stats(settings: Settings, *, since: float | None = None) -> Stats:
@@ -228,27 +246,35 @@ def read_stats(settings: Settings, *, since: float | None = None) -> Stats:
     return compute(read_call_audit(settings.database, since=since), since=since)
 
 
-def format_table(stats: Stats) -> str:
-    """The figures as text tables for a person: per tool and status, then per device and status."""
-    since = f" since {_iso(stats.since)}" if stats.since is not None else ""
-    kept = f" (the audit log goes back to {_iso(stats.first_record_at)})" if stats.first_record_at is not None else ""
-    lines = [f"{stats.calls} call{'s' if stats.calls != 1 else ''}{since}{kept}"]
-    if not stats.calls:
+def format_table(stats: Stats | dict[str, Any]) -> str:
+    """The figures (or their :meth:`Stats.as_json`, as a server answers them) as text tables for a
+    person: per tool and status, then per device and status."""
+    data = stats.as_json() if isinstance(stats, Stats) else stats
+    calls = data["calls"]
+    since = f" since {data['since']}" if data["since"] is not None else ""
+    kept = f" (the audit log goes back to {data['first_record']})" if data["first_record"] is not None else ""
+    lines = [f"{calls} call{'s' if calls != 1 else ''}{since}{kept}"]
+    if not calls:
         return lines[0]
-    rows = [("TOOL", "STATUS", "CALLS", "P50", "P95", "ERROR RATE")]
-    for name, tool in sorted(stats.tools.items()):
-        for status, figures in sorted(tool.statuses.items()):
-            rows.append((name, status, str(figures.count), _seconds(figures.p50), _seconds(figures.p95), ""))
-        rows.append((name, "(all)", str(tool.calls), "", "", f"{tool.error_rate:.1%}"))
+    rows: list[tuple[str, ...]] = [("TOOL", "STATUS", "CALLS", "P50", "P95", "ERROR RATE")]
+    for name, tool in data["tools"].items():
+        rows += _status_rows(name, tool["statuses"])
+        rows.append((name, "(all)", str(tool["calls"]), "", "", f"{tool['error_rate']:.1%}"))
     lines += ["", *_table(rows)]
-    if stats.devices:
+    if data["devices"]:
         rows = [("DEVICE", "STATUS", "CALLS", "P50", "P95", "")]
-        for name, device in sorted(stats.devices.items()):
-            rows.append((name, "(delivered)", str(device.delivered), "", "", ""))
-            for status, figures in sorted(device.statuses.items()):
-                rows.append((name, status, str(figures.count), _seconds(figures.p50), _seconds(figures.p95), ""))
+        for name, device in data["devices"].items():
+            rows.append((name, "(delivered)", str(device["delivered"]), "", "", ""))
+            rows += _status_rows(name, device["statuses"])
         lines += ["", *_table(rows)]
     return "\n".join(lines)
+
+
+def _status_rows(name: str, statuses: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (name, status, str(one["count"]), _seconds(one["p50"]), _seconds(one["p95"]), "")
+        for status, one in statuses.items()
+    ]
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:

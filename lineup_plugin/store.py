@@ -173,7 +173,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -207,12 +207,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             detail TEXT NOT NULL
         )""",
     ),
+    # 2: calls another process of the agent forwarded (kept through a hand-over)
+    2: ("ALTER TABLE calls ADD COLUMN forwarded INTEGER NOT NULL DEFAULT 0",),
 }
 
 _SAVE_CALL = """
 INSERT INTO calls (call_id, conversation_id, name, state, done, request, result, created_at, expires_at, history,
-                   updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   updated_at, forwarded)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO UPDATE SET
     state = excluded.state, done = excluded.done, result = excluded.result, expires_at = excluded.expires_at,
     history = excluded.history, updated_at = excluded.updated_at
@@ -224,7 +226,7 @@ _UPDATE_CALL = (
 )
 _INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
 _INSERT_AUDIT = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
-_CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history"
+_CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 
 
@@ -437,6 +439,7 @@ class SQLiteStore(_OneChange):
                 call.expires_at,
                 history,
                 time.time(),
+                int(call.forwarded),
             )
             changed = self._db.execute(_SAVE_CALL, params).rowcount
         if done:
@@ -464,7 +467,7 @@ class SQLiteStore(_OneChange):
         return [self._call(row) for row in rows]
 
     def _call(self, row: tuple[Any, ...]) -> Call:
-        request, conversation_id, state, created_at, expires_at, result, history = row
+        request, conversation_id, state, created_at, expires_at, result, history, forwarded = row
         try:
             return Call(
                 request=ToolCall.model_validate_json(request),
@@ -474,6 +477,7 @@ class SQLiteStore(_OneChange):
                 expires_at=expires_at,
                 result=ToolResult.model_validate_json(result) if result is not None else None,
                 history=[(CallState(s), at) for s, at in json.loads(history)],
+                forwarded=bool(forwarded),
             )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise StoreError(f"the store {self.path} holds an unreadable call: {exc}") from exc
@@ -493,6 +497,15 @@ class SQLiteStore(_OneChange):
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
         """Every kept audit record, oldest first, as ``(event, call_id, device_id, detail)``."""
         return self._read("reading the audit log", "SELECT event, call_id, device_id, detail FROM audit ORDER BY seq")
+
+    def call_audit_page(
+        self, *, since: float | None = None, after: int = 0, limit: int = 5000
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Up to ``limit`` kept audit records about calls after position ``after``, oldest first, and
+        the position to read on from (None at the end): :func:`read_call_audit` in pages, for the
+        process that holds the store (``GET /api/stats``), which serves its Apps between pages."""
+        rows = self._read("reading the audit log", _READ_CALL_AUDIT_PAGE, (after, _since(since), limit))
+        return [AuditRecord(*row[1:]) for row in rows], (rows[-1][0] if len(rows) == limit else None)
 
     def close(self) -> None:
         """Close the file (idempotent); every applied batch is committed already."""
@@ -528,6 +541,17 @@ WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
 """
 
 
+_READ_CALL_AUDIT_PAGE = """
+SELECT a.seq, a.at, a.event, a.call_id, a.device_id, a.detail, c.name
+FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
+WHERE a.seq > ? AND a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq LIMIT ?
+"""
+
+
+def _since(since: float | None) -> float:
+    return since if since is not None else float("-inf")
+
+
 def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None) -> list[AuditRecord]:
     """The kept audit records about calls (``call.*``) in the store file ``path``, oldest first; read-only.
 
@@ -547,7 +571,7 @@ def read_call_audit(path: str | os.PathLike[str], *, since: float | None = None)
     try:
         if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
             raise StoreError(f"{where} is not a lineup store")
-        rows = db.execute(_READ_CALL_AUDIT, (since if since is not None else float("-inf"),)).fetchall()
+        rows = db.execute(_READ_CALL_AUDIT, (_since(since),)).fetchall()
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreBusyError(f"the store {where} is in use by the process serving the App") from exc

@@ -46,10 +46,15 @@ from lineup_plugin.protocol.messages import (
     AgentState,
     AgentStatus,
     AgentStop,
+    Attachment,
     CallStatus,
     DeviceHello,
     DeviceWelcome,
     Error,
+    FileBegin,
+    FileChunk,
+    FileStored,
+    MessageDelta,
     Payload,
     Text,
     ToolAck,
@@ -549,6 +554,11 @@ OBJECTS = st.dictionaries(st.text(max_size=6), json_values, max_size=4)
 ACTORS = st.builds(Actor, kind=st.sampled_from(get_args(ActorKind)), id=IDS)
 ZONES = st.sampled_from([None, UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11))])
 TIMESTAMPS = st.none() | st.datetimes(timezones=ZONES).map(lambda moment: moment.isoformat())
+SHAS = st.text("0123456789abcdef", min_size=64, max_size=64)
+MIMES = st.sampled_from(["image/png", "application/pdf", "text/plain"])
+FILES = st.builds(
+    Attachment, id=SHAS, name=IDS, mime=MIMES, size=st.integers(0, 2**40), url=MAYBE, data=st.none() | st.just("AAEC")
+)
 #: payloads of every kind, with odd text, big numbers, nested JSON and optional fields set or not
 PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
     DeviceHello: st.builds(
@@ -568,8 +578,23 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
     ToolCancel: st.builds(ToolCancel, call_id=IDS, reason=MAYBE),
     AgentStatus: st.builds(AgentStatus, state=st.sampled_from(get_args(AgentState)), detail=MAYBE),
     AgentStop: st.builds(AgentStop, reason=MAYBE),
-    Text: st.builds(Text, text=st.text(max_size=30), reply_to=MAYBE),
-    Error: st.builds(Error, code=st.text(max_size=5), message=st.text(max_size=12), ref=MAYBE, call_id=MAYBE),
+    Text: st.builds(
+        Text,
+        text=st.text(max_size=30),
+        reply_to=MAYBE,
+        message_id=st.none() | IDS,
+        attachments=st.lists(FILES, max_size=2),
+        interrupted=st.booleans(),
+    ),
+    MessageDelta: st.builds(MessageDelta, message_id=IDS, seq=st.integers(0, 2**40), text=st.text(max_size=30)),
+    FileBegin: st.builds(
+        FileBegin, upload_id=IDS, name=IDS, mime=MIMES, size=st.integers(0, 2**40), sha256=st.none() | SHAS
+    ),
+    FileChunk: st.builds(FileChunk, upload_id=IDS, seq=st.integers(0, 9), data=st.text("AZaz09+/=", max_size=16)),
+    FileStored: st.builds(FileStored, upload_id=IDS, file=FILES),
+    Error: st.builds(
+        Error, code=st.text(max_size=5), message=st.text(max_size=12), ref=MAYBE, call_id=MAYBE, upload_id=MAYBE
+    ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())
 

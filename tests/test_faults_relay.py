@@ -85,7 +85,9 @@ async def test_relay_through_network_faults_loses_nothing(tmp_path: Path) -> Non
     async with FakeWuKongIM() as server:
         proxy = FaultProxy(int(server.ws_url.rsplit(":", 1)[1]), plan)
         await proxy.start()
-        config = WuKongIMSettings(api_url=server.api_url, ws_url=f"ws://127.0.0.1:{proxy.port}", uid=AGENT, app_uid=APP)
+        config = WuKongIMSettings(
+            api_url=server.api_url, ws_url=f"ws://127.0.0.1:{proxy.port}", uid=AGENT, app_uid=APP, text_cards="never"
+        )
         relay = Relay(config, hub, timers=FAST)
         session = await Session.open(server.ws_url, ClientOptions(uid=APP, token="", device_flag=0, timers=FAST))
         app = RelayApp(session)

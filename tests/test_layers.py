@@ -15,7 +15,8 @@ layer  modules (under ``lineup_plugin/``)                  what they are
                                                            package but ``errors``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
        ``plugins``, ``builtin_tools/``                     argument checks, settings, hooks
-3      ``store``, ``stats``                                durable calls, seen ids, audit; metering
+3      ``store``, ``stats``, ``media``                     durable calls, seen ids, audit; metering;
+                                                           files sent either way
 4      ``ports``                                           what the hub and a transport promise each
                                                            other
 5      ``hub``                                             drives the session core, the store, tools
@@ -46,7 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "qr"),
     ("protocol",),
     ("tools", "config", "hookspecs", "plugins", "builtin_tools"),
-    ("store", "stats"),
+    ("store", "stats", "media"),
     ("ports",),
     ("hub",),
     ("transports",),

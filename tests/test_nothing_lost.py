@@ -215,7 +215,7 @@ def test_an_answer_that_beats_the_interrupt_is_returned_not_lost(tmp_path: Path)
             app = MemoryApp(runner.hub, "phone")
             await app.connect()
             pending = _Pending()
-            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, pending))
+            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-1", None, None, pending))
             await app.next("tool.call")
             await pending.interrupt()  # the interrupt, then the answer, both before the waiter wakes up
             await app.send_payload(ToolResult(call_id="race-1", result=ANSWER))

@@ -180,3 +180,23 @@ def test_builtin_function_schemas_leave_third_party_plugins_to_the_registry() ->
         pytest.skip("no third-party LineUp plugin installed")
     assert third_party_plugins({}) == installed
     assert builtin_function_schemas({}) is None
+
+
+def test_hook_register_renderers() -> None:
+    from lineup_plugin.tools.renderers import RegisterRenderer
+
+    module = Path(__file__).resolve().parent / "fixtures" / "renderers" / "throws.js"
+
+    class Plugin:
+        @hookimpl
+        def register_tools(self, register: Register) -> None:
+            register({"name": "dial", "type": "action", "inputSchema": {"type": "object"}})
+
+        @hookimpl
+        def register_renderers(self, register: RegisterRenderer) -> None:
+            register("dial", module)
+
+    pm = get_plugin_manager(load_entrypoints=False)
+    pm.register(Plugin(), name="dials")
+    renderer = collect_tools(pm).renderers.for_tool("dial")
+    assert renderer is not None and renderer.source == "dials" and renderer.body == module.read_bytes()

@@ -296,3 +296,33 @@ def test_a_failed_commit_keeps_nothing_of_the_batch_and_raises(db_path: Path, ca
     store.first_seen("msg_1")  # the store goes on with the next batch
     assert store.was_seen("msg_1")
     store.close()
+
+
+def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_path: Path) -> None:
+    from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID
+
+    db_path.parent.mkdir(mode=0o700)
+    with sqlite3.connect(db_path) as db:
+        for statement in _MIGRATIONS[1]:
+            db.execute(statement)
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute("PRAGMA user_version = 1")
+        request = ToolCall(call_id="old", name="choice").model_dump_json(exclude_none=True)
+        db.execute(
+            "INSERT INTO calls VALUES ('old', 'default', 'choice', 'created', 0, ?, NULL, 1.0, NULL, '[]', 1.0)",
+            (request,),
+        )
+    db.close()
+    store = SQLiteStore(db_path)
+    try:
+        (call,) = store.pending_calls()
+        assert call.call_id == "old" and call.forwarded is False
+        forwarded = Call(request=ToolCall(call_id="new", name="choice"), conversation_id="default", forwarded=True)
+        store.save_call(forwarded)
+        saved = store.get_call("new")
+        assert saved is not None and saved.forwarded is True
+    finally:
+        store.close()
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    db.close()

@@ -1,12 +1,16 @@
 // The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
 
+import { agentApi } from "./api.js";
 import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
+import { h } from "./dom.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { peer } from "./envelope.js";
+import { Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
+import { StatusView } from "./status.js";
 import { Transport } from "./transport.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
@@ -35,6 +39,9 @@ const ui = {
   scroller: $("scroller"),
   composer: $("composer"),
   message: $("message"),
+  photo: $("photo"),
+  file: $("file"),
+  tray: $("tray"),
   path: $("path"),
 };
 const PATHS = {
@@ -69,13 +76,16 @@ function showChat() {
 const HANDLERS = {
   "device.welcome": (payload) => {
     if (payload.agent?.id) peer.agentId = payload.agent.id;
+    deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = peer.agentId;
     const wasHidden = ui.chatView.hidden;
     showChat();
     if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
   },
   "agent.status": (payload) => showAgentStatus(ui.status, ui.stop, payload),
-  text: (payload) => feed.message("agent", String(payload.text ?? "")),
+  text: (payload) => feed.agentText({ ...payload, text: String(payload.text ?? "") }),
+  "message.delta": (payload) => feed.delta({ ...payload, text: String(payload.text ?? "") }),
+  "file.stored": (payload) => uploads.stored(payload),
   "tool.call": (payload) => {
     notifier.card(payload);
     deck.call(payload);
@@ -83,6 +93,7 @@ const HANDLERS = {
   "tool.cancel": (payload) => deck.cancel(payload),
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
+    if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to
     if (!deck.problem(payload)) feed.message("system", `The agent refused a message: ${payload.message}`);
   },
 };
@@ -133,12 +144,64 @@ ui.connectForm.addEventListener("submit", (event) => {
   start({ host, token });
 });
 
+const uploads = new Uploads((kind, payload) => connection.send(kind, payload));
+let chosen = []; // files picked for the next message
+
+function showTray() {
+  ui.tray.replaceChildren(
+    ...chosen.map((file, index) =>
+      h(
+        "span",
+        { class: "chip" },
+        `${file.name || "photo"} · ${readableSize(file.size)}`,
+        h("button", {
+          type: "button",
+          class: "icon",
+          "aria-label": `Remove ${file.name || "photo"}`,
+          onclick: () => {
+            chosen.splice(index, 1);
+            showTray();
+          },
+        }, "×"),
+      ),
+    ),
+  );
+  ui.tray.hidden = chosen.length === 0;
+}
+
+for (const input of [ui.photo, ui.file]) {
+  input.addEventListener("change", () => {
+    chosen.push(...input.files);
+    input.value = "";
+    showTray();
+  });
+}
+
+/** Upload the files, then send the text that carries them; a refusal is said and nothing is sent. */
+async function sendWithFiles(text, files) {
+  const bubble = feed.message("user", text, files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file })));
+  bubble.dataset.state = "sending";
+  try {
+    const attachments = await Promise.all(files.map((file) => uploads.upload(file)));
+    connection.send("text", { text, attachments });
+    delete bubble.dataset.state;
+  } catch (error) {
+    bubble.dataset.state = "failed";
+    feed.message("system", `Not sent: ${error.message}`);
+  }
+}
+
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.message.value.trim();
-  if (!text) return;
-  connection.send("text", { text });
-  feed.message("user", text);
+  if (!text && !chosen.length) return;
+  if (chosen.length) {
+    sendWithFiles(text, chosen.splice(0));
+    showTray();
+  } else {
+    connection.send("text", { text });
+    feed.message("user", text);
+  }
   ui.message.value = "";
   fitMessageBox();
 });
@@ -161,6 +224,9 @@ ui.stop.addEventListener("click", () => {
   connection.send("agent.stop", { reason: "the user pressed stop" });
   feed.message("system", "Asked the agent to stop.");
 });
+
+const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
+$("stats-button").addEventListener("click", () => statusView.open());
 
 ui.disconnect.addEventListener("click", () => {
   connection.disconnect();

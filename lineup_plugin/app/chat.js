@@ -1,6 +1,7 @@
 // The feed (chat messages and cards, in order), the agent's status badge and the connection pill.
 
 import { h } from "./dom.js";
+import { attachmentList } from "./files.js";
 
 const AGENT_STATE = {
   idle: "Idle",
@@ -11,6 +12,8 @@ const AGENT_STATE = {
   failed: "Failed",
 };
 const BUSY = new Set(["thinking", "waiting_input", "running"]);
+/** How many replies are remembered by message id (a late piece of an older one is ignored). */
+const REPLIES_KEPT = 500;
 const LINK_STATE = {
   connecting: "Connecting…",
   connected: "Connected",
@@ -23,6 +26,7 @@ export class Feed {
   constructor(list, scroller) {
     this.list = list;
     this.scroller = scroller;
+    this.replies = new Map(); // message_id → {el, p, seq, settled}
   }
 
   /** Append an element, keeping the view at the bottom if the user was there. */
@@ -33,9 +37,61 @@ export class Feed {
     if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
-  /** A chat message from "user" or "agent", or a "system" notice. */
-  message(from, text) {
-    this.add(h("div", { class: `msg msg-${from}` }, h("p", {}, text)));
+  /** A chat message from "user" or "agent", or a "system" notice, with the files it carries; its element. */
+  message(from, text, files = []) {
+    const el = h("div", { class: `msg msg-${from}` }, text ? h("p", {}, text) : null);
+    if (files.length) el.append(attachmentList(files));
+    this.add(el);
+    return el;
+  }
+
+  /** The bubble of agent reply `messageId`, made (empty, being written) the first time. */
+  reply(messageId) {
+    let reply = this.replies.get(messageId);
+    if (!reply) {
+      const p = h("p", {});
+      const el = h("div", { class: "msg msg-agent", "data-message-id": messageId }, p);
+      reply = { el, p, seq: 0, settled: false };
+      this.replies.set(messageId, reply);
+      if (this.replies.size > REPLIES_KEPT) this.replies.delete(this.replies.keys().next().value);
+      this.add(el);
+    }
+    return reply;
+  }
+
+  /** A piece of an agent reply still being written (message.delta): the bubble grows. */
+  delta({ message_id: messageId, seq, text, replace }) {
+    const reply = this.reply(messageId);
+    if (reply.settled || seq < reply.seq) return; // late or repeated: the settled text is the truth
+    reply.el.dataset.state = "streaming";
+    reply.el.setAttribute("aria-busy", "true");
+    reply.p.textContent = replace ? text : reply.p.textContent + text;
+    reply.seq = seq + 1;
+    this.follow();
+  }
+
+  /** An agent message (text): it settles the reply of the same message_id, marked if interrupted. */
+  agentText({ message_id: messageId, text, interrupted, attachments }) {
+    const files = attachments ?? [];
+    if (!messageId) {
+      this.message("agent", text, files);
+      return;
+    }
+    const reply = this.reply(messageId);
+    reply.settled = true;
+    reply.p.textContent = text;
+    reply.el.dataset.state = interrupted ? "interrupted" : "settled";
+    reply.el.removeAttribute("aria-busy");
+    for (const old of reply.el.querySelectorAll(".attachments, .msg-note")) old.remove();
+    if (files.length) reply.el.append(attachmentList(files));
+    if (interrupted) reply.el.append(h("span", { class: "msg-note" }, "Interrupted — the reply stopped here."));
+    this.follow();
+  }
+
+  /** Keep the view at the bottom while the last message grows, if the user was there. */
+  follow() {
+    const { scrollHeight, scrollTop, clientHeight } = this.scroller;
+    if (scrollHeight - scrollTop - clientHeight < 160) this.scroller.scrollTop = scrollHeight;
   }
 }
 

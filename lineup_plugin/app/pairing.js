@@ -1,5 +1,5 @@
 // Pairing for the relay: what the App keeps to reach the agent through WuKongIM when it cannot
-// reach it directly. Over the direct connection the App sends its public key to GET /pair (with
+// reach it directly. Over the direct connection the App sends its public key to GET /api/pair (with
 // the token) and keeps the answer; a link made by `lineup pair --link` carries the same in its
 // fragment (#pair=..., which browsers never send), key pair included. Kept in localStorage.
 
@@ -56,7 +56,7 @@ export function pairingFragment(pairing) {
  */
 export async function pairOverDirect(host, token) {
   const keys = newKeyPair();
-  const url = socketUrl(host).replace(/^ws/, "http").replace(/\/ws$/, "/pair");
+  const url = socketUrl(host).replace(/^ws/, "http").replace(/\/ws$/, "/api/pair");
   const response = await fetch(url, {
     headers: { Authorization: `Bearer ${token}`, "X-LineUp-Key": keys.public },
     cache: "no-store",

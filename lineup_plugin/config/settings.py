@@ -39,6 +39,27 @@ class WuKongIMSettings(BaseModel):
     app_ws_url: str | None = Field(
         default=None, description="the WebSocket address paired Apps log in to (default: ws_url, else GET /route)"
     )
+    text_cards: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="cards as plain text for the App user: auto (until their client sends a LineUp envelope), "
+        "always or never",
+    )
+
+
+#: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
+DEFAULT_FILE_TYPES = (
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+    "application/pdf",
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/json",
+)
 
 
 class Settings(BaseModel):
@@ -65,11 +86,20 @@ class Settings(BaseModel):
     #: seconds a call made just after this process started serving waits for an App to connect
     #: before it ends ``no_app``; None: 120 on an interactive terminal, else 0
     app_grace: float | None = Field(default=None, ge=0)
+    #: seconds a process that takes over serving keeps the calls left open by the one before it,
+    #: for the processes that forwarded them to claim them again (then they end ``cancelled``)
+    handover_grace: float = Field(default=15.0, ge=0)
     max_frame_bytes: int = Field(default=1_048_576, ge=1024)
     max_queue: int = Field(default=256, ge=1)
     max_connections: int = Field(default=64, ge=1)
     heartbeat: float = Field(default=20.0, gt=0)
     agent_id: str = "lineup-agent"
+    #: the largest file the App may send (bytes)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    #: the media types the App may send (``type/*`` admits a whole type)
+    file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
+    #: days a file sent either way is kept in ``<data_dir>/media``
+    media_retention_days: float = Field(default=30.0, gt=0)
     wukongim: WuKongIMSettings | None = None
 
     @field_validator("deadlines")

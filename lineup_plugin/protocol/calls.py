@@ -60,6 +60,7 @@ class Call:
     """One tool call and everything known about it; holds no I/O.
 
     ``expires_at`` is seconds since the epoch (wall clock, so it survives a restart).
+    ``forwarded``: another process of the agent made the call and waits on it here.
     """
 
     request: ToolCall
@@ -69,6 +70,8 @@ class Call:
     expires_at: float | None = None
     result: ToolResult | None = None
     history: list[tuple[CallState, float]] = field(default_factory=list)
+    #: made by another process of the agent, which waits on it through this one (see ``Session.recover``)
+    forwarded: bool = False
 
     def __post_init__(self) -> None:
         if self.expires_at is None and self.request.expires_at is not None:

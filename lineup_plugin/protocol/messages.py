@@ -14,7 +14,11 @@ kind               direction        purpose
 ``tool.cancel``    both             cancel a call that has not finished
 ``agent.status``   agent → App      idle / thinking / waiting_input / running / interrupted / failed
 ``agent.stop``     App → agent      the user pressed stop
-``text``           both             a chat message (App → user message; agent reply → App)
+``text``           both             a chat message (App → user message; agent reply → App), maybe with files
+``message.delta``  agent → App      a piece of an agent reply still being written (same ``message_id``)
+``file.begin``     App → agent      an upload starts: name, type, size, SHA-256
+``file.chunk``     App → agent      the next base64 piece of an upload
+``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
 =================  ===============  =====================================================
 """
@@ -49,6 +53,15 @@ Timestamp = Annotated[str, AfterValidator(_iso_timestamp)]
 Identifier = Annotated[str, Field(min_length=1, max_length=200)]
 #: how many open cards a hello may list
 MAX_OPEN_CALLS = 1000
+#: how many files one ``text`` may carry
+MAX_ATTACHMENTS = 10
+#: the largest file carried inline (base64 in ``Attachment.data``), e.g. over the relay (bytes)
+INLINE_MAX = 256 * 1024
+#: the largest base64 piece of one ``file.chunk`` (characters; 512 KiB of file)
+MAX_CHUNK_CHARS = 4 * 512 * 1024 // 3 + 4
+#: the longest text of a chat message or of one delta
+MAX_TEXT = 100_000
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Actor(WireModel):
@@ -91,8 +104,23 @@ class ToolList(WireModel):
     request: bool = False
 
 
+#: what kind of agent session asks (the App names it on the card)
+OriginKind = Literal["cli", "chat", "gateway", "cron", "subagent", "mcp", "process"]
+
+
+class Origin(WireModel):
+    """Which agent session asks: its kind (``cli``, ``chat`` for a one-shot chat, ``gateway``,
+    ``cron``, ``subagent``, ``mcp``, ``process``) and a short label for people (e.g. the program)."""
+
+    kind: OriginKind
+    label: str | None = Field(default=None, max_length=120)
+
+
 class ToolCall(WireModel):
-    """A request to run one action of one tool; ``call_id`` pairs it with its result."""
+    """A request to run one action of one tool; ``call_id`` pairs it with its result.
+
+    ``origin`` (optional) says which agent session asks, when one agent runs several.
+    """
 
     call_id: Identifier
     name: Identifier
@@ -100,6 +128,7 @@ class ToolCall(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     expires_at: Timestamp | None = None
     risk: str | None = None
+    origin: Origin | None = None
 
 
 class ToolAck(WireModel):
@@ -142,11 +171,78 @@ class AgentStop(WireModel):
     reason: str | None = None
 
 
-class Text(WireModel):
-    """A chat message between the user and the agent."""
+class Attachment(WireModel):
+    """A file that goes with a ``text``: kept by the agent under its SHA-256 (``id``).
 
-    text: str = Field(max_length=100_000)
+    From the agent, ``url`` is where the App fetches it (same origin, with a key that only the
+    token's holder gets); over a link without URLs (the relay) a file up to :data:`INLINE_MAX`
+    bytes travels as base64 ``data`` instead. From the App, ``id`` names a file already uploaded
+    (``file.stored``), or ``data`` carries it inline.
+    """
+
+    id: Sha256
+    name: str = Field(min_length=1, max_length=255)
+    mime: str = Field(min_length=3, max_length=127, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
+    size: int = Field(ge=0)
+    url: str | None = Field(default=None, max_length=512)
+    data: str | None = Field(default=None, max_length=4 * INLINE_MAX // 3 + 4, repr=False)
+
+
+class Text(WireModel):
+    """A chat message between the user and the agent.
+
+    ``message_id`` stays the same for one message however it travels: the ``message.delta``
+    pieces of a streamed reply and the final ``text`` share it. ``interrupted`` marks a reply
+    whose run stopped before it was complete (``text`` is then what was written until then).
+    """
+
+    text: str = Field(max_length=MAX_TEXT)
     reply_to: str | None = None
+    message_id: Identifier | None = None
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+    interrupted: bool = False
+
+
+class MessageDelta(WireModel):
+    """A piece of an agent reply still being written: append ``text`` (or put it in place, ``replace``).
+
+    ``seq`` counts the pieces of one ``message_id`` from 0, so a piece out of order or missed is
+    noticed; the ``text`` with the same ``message_id`` settles the message.
+    """
+
+    message_id: Identifier
+    seq: int = Field(ge=0)
+    text: str = Field(max_length=MAX_TEXT)
+    replace: bool = False
+
+
+class FileBegin(WireModel):
+    """An upload starts. Its ``file.chunk`` pieces follow; the agent checks ``size`` and type first.
+
+    ``sha256``, when the App can compute it (browsers only offer it on https or localhost pages),
+    is checked once the file is complete.
+    """
+
+    upload_id: Identifier
+    name: str = Field(min_length=1, max_length=255)
+    mime: str = Field(min_length=3, max_length=127, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
+    size: int = Field(ge=0)
+    sha256: Sha256 | None = None
+
+
+class FileChunk(WireModel):
+    """The next piece of upload ``upload_id``: ``seq`` from 0, ``data`` base64."""
+
+    upload_id: Identifier
+    seq: int = Field(ge=0)
+    data: str = Field(max_length=MAX_CHUNK_CHARS, repr=False)
+
+
+class FileStored(WireModel):
+    """Upload ``upload_id`` is complete and kept as ``file`` (attach it to a ``text``)."""
+
+    upload_id: Identifier
+    file: Attachment
 
 
 class Error(WireModel):
@@ -156,6 +252,7 @@ class Error(WireModel):
     message: str
     ref: str | None = None
     call_id: str | None = None
+    upload_id: str | None = None
 
 
 Payload = (
@@ -169,6 +266,10 @@ Payload = (
     | AgentStatus
     | AgentStop
     | Text
+    | MessageDelta
+    | FileBegin
+    | FileChunk
+    | FileStored
     | Error
 )
 
@@ -184,6 +285,10 @@ KINDS: dict[str, type[WireModel]] = {
     "agent.status": AgentStatus,
     "agent.stop": AgentStop,
     "text": Text,
+    "message.delta": MessageDelta,
+    "file.begin": FileBegin,
+    "file.chunk": FileChunk,
+    "file.stored": FileStored,
     "error": Error,
 }
 KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}

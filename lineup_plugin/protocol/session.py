@@ -30,7 +30,10 @@ What a session guarantees:
   repeated answers are applied once; a late answer is refused with the reason; a call ends
   ``expired`` at its deadline and ``cancelled`` when either side cancels. A call id is never
   run twice: starting a known id gives back the known call.
-- **Restart**: :meth:`Session.recover` closes the calls a previous process left pending.
+- **Restart and hand-over**: :meth:`Session.recover` closes the calls a previous process left
+  pending, or (``reclaim``) keeps them live a little while for the processes that still wait on
+  them to claim them again by id; :meth:`Session.release` lets go of a live call without ending
+  it, for the next process to take over.
 """
 
 from __future__ import annotations
@@ -49,10 +52,13 @@ from .messages import (
     AgentState,
     AgentStatus,
     AgentStop,
+    Attachment,
     DeviceHello,
     DeviceWelcome,
     Envelope,
     Error,
+    FileBegin,
+    FileChunk,
     Payload,
     Text,
     ToolAck,
@@ -61,6 +67,7 @@ from .messages import (
     ToolList,
     ToolResult,
 )
+from .replies import Replies
 from .tools import ToolDefinition
 
 #: a link: whatever object the driver uses to name a connection (hashable)
@@ -84,6 +91,14 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     return ToolResult.model_validate(
         {"call_id": call_id, "name": name, "status": status, "result": {"message": message, **extra}}
     )
+
+
+def _unknown_call(call_id: str) -> str:
+    return f"unknown call {call_id!r}; the answer was not applied"
+
+
+def _call_closed(call: Call) -> str:
+    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
 
 
 def closed_reason(call: Call | None) -> str:
@@ -178,10 +193,11 @@ class CloseLink(NamedTuple, Generic[L]):
 
 @dataclass(frozen=True, slots=True)
 class TextReceived:
-    """Event: the user typed ``text`` in the App on ``device_id``."""
+    """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent)."""
 
     device_id: str
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +228,15 @@ class AppToolCall(Generic[L]):
 
 
 @dataclass(frozen=True, slots=True)
+class FileReceived(Generic[L]):
+    """Event: a piece of an upload (``file.begin`` or ``file.chunk``) arrived on ``link``; the driver keeps it."""
+
+    link: L
+    device_id: str
+    message: FileBegin | FileChunk
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesChanged:
     """Event: a device was attached or detached."""
 
@@ -219,7 +244,7 @@ class DevicesChanged:
     attached: bool
 
 
-Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | DevicesChanged
+Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | FileReceived[Any] | DevicesChanged
 
 
 class Batch(Generic[L]):
@@ -289,6 +314,8 @@ class Session(Generic[L]):
         self.agent = Actor(kind="agent", id=agent_id)
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
+        #: the agent's replies being streamed
+        self.replies = Replies()
         self._links: dict[L, _Link] = {}
         #: the attached links and their devices, in the order they attached
         self._attached: dict[L, str] = {}
@@ -301,6 +328,8 @@ class Session(Generic[L]):
         #: calls that ended since the last take (not in the records until the driver applies the batch)
         self._ended_in_batch: dict[str, Call] = {}
         self._recovered = False
+        #: recovered calls nobody has claimed yet, and until when they wait for a claim
+        self._unclaimed: dict[str, float] = {}
 
     # ---------------------------------------------------------------------------- reading
 
@@ -337,11 +366,14 @@ class Session(Generic[L]):
         return self.live_call(call_id) or self._ended_in_batch.get(call_id) or self.records.get_call(call_id)
 
     def next_deadline(self) -> float | None:
-        """When the next live call expires (by ``clock``), or None when none waits."""
+        """When the next live call expires or a recovered call stops waiting for its claim (by ``clock``), or None."""
         heap = self._deadlines
         while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].expires_at != heap[0][0]):
             heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        due = [heap[0][0]] if heap else []
+        if self._unclaimed:
+            due.append(min(self._unclaimed.values()))
+        return min(due) if due else None
 
     # ------------------------------------------------------------------------------ links
 
@@ -449,7 +481,9 @@ class Session(Generic[L]):
                 self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
         elif isinstance(payload, Text):
             self._audit("text.in", device_id=device_id)
-            self._out.events.append(TextReceived(device_id, payload.text))
+            self._out.events.append(TextReceived(device_id, payload.text, tuple(payload.attachments)))
+        elif isinstance(payload, FileBegin | FileChunk):
+            self._out.events.append(FileReceived(link, device_id, payload))
         elif isinstance(payload, AgentStop):
             self._audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self._out.events.append(StopRequested(device_id, payload.reason))
@@ -502,27 +536,48 @@ class Session(Generic[L]):
     def _on_result(self, link: L, device_id: str, result: ToolResult, ref: str) -> None:
         item = self._live.get(result.call_id)
         if item is not None:
-            request = item.request
-            problem = None
-            if result.status == "completed":
-                problem = self.catalog.check_result(request.name, request.action, result.result)
+            problem = self._invalid(item, result, device_id)
             if problem is not None:  # the call stays live: the App may answer again
-                problem = bounded(problem)  # it may quote the App's value
-                self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
                 self.reply(link, Error(code="invalid_result", message=problem, ref=ref, call_id=result.call_id))
                 return
             self._finish(item, result, by=link)
             return
         ended = self.records.get_call(result.call_id)
         if ended is None:
-            message = f"unknown call {result.call_id!r}; the answer was not applied"
+            message = _unknown_call(result.call_id)
             self.reply(link, Error(code="unknown_call", message=message, ref=ref, call_id=result.call_id))
             return
         if ended.result is not None and (ended.result.status, ended.result.result) == (result.status, result.result):
             return  # the same answer again: already applied
         self._audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
-        message = f"call {result.call_id!r} already ended as {ended.state}; this answer was not applied"
+        message = _call_closed(ended)
         self.reply(link, Error(code="call_closed", message=message, ref=ref, call_id=result.call_id))
+
+    def _invalid(self, item: Call, result: ToolResult, device_id: str) -> str | None:
+        """Why a ``completed`` answer breaks the tool's ``outputSchema`` (audited), or None."""
+        if result.status != "completed":
+            return None
+        problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
+        if problem is None:
+            return None
+        problem = bounded(problem)  # it may quote the App's value
+        self._audit("result.invalid", call_id=result.call_id, device_id=device_id, detail=problem)
+        return problem
+
+    def answer_from(self, surface: str, result: ToolResult) -> str | None:
+        """An answer given on a surface that is no attached device (the card an MCP Apps host shows
+        inline), under a device's rules: the first answer wins, every device's card is dismissed
+        ("answered on another device"), a ``completed`` answer must fit the tool's ``outputSchema``.
+        Returns why it was not applied, or None; ``surface`` names it in the audit log.
+        """
+        item = self._live.get(result.call_id)
+        if item is None:
+            ended = self.records.get_call(result.call_id)
+            return _unknown_call(result.call_id) if ended is None else _call_closed(ended)
+        problem = self._invalid(item, result, surface)
+        if problem is None:
+            self._finish(item, result, surface=surface)
+        return problem
 
     def _on_ack(self, device_id: str, ack: ToolAck) -> None:
         item = self._live.get(ack.call_id)
@@ -580,30 +635,64 @@ class Session(Generic[L]):
             self._out.messages.append(Send(link, self.encode(payload, device_id)))
         return len(self._attached)
 
-    def send_text(self, text: str) -> None:
-        """An agent reply, for every device."""
+    def send_text(self, text: str, *, message_id: str | None = None, attachments: Iterable[Attachment] = ()) -> str:
+        """An agent reply, for every device; returns its ``message_id`` (made here when not given).
+
+        A reply being streamed under ``message_id`` is settled by it. An attachment's inline
+        ``data`` goes only to links that carry bounded messages (the relay: no URLs there).
+        """
+        message_id = message_id or codec.new_id("msg")
         self._audit("text.out")
-        self.broadcast(Text(text=text))
+        settled = self.replies.settle(message_id, text)
+        if settled is None:
+            return message_id
+        files = list(attachments)
+        by_url = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+        for link, device_id in self._attached.items():
+            inline = self._links[link].max_text is not None
+            message = settled.model_copy(update={"attachments": files if inline else by_url})
+            self._out.messages.append(Send(link, self.encode(message, device_id)))
+        return message_id
+
+    def stream_text(self, message_id: str, text: str) -> None:
+        """Reply ``message_id`` being written reads ``text`` so far: every device gets the new piece."""
+        delta = self.replies.update(message_id, text)
+        if delta is not None:
+            self.broadcast(delta)
+
+    def audit_file(self, device_id: str, sha256: str, size: int) -> None:
+        """Record that the App on ``device_id`` sent a file (kept by the driver under ``sha256``)."""
+        self._audit("file.in", device_id=device_id, detail=f"{sha256} {size}")
 
     def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record the agent's status and push it to every device."""
+        """Record the agent's status and push it to every device.
+
+        A run that ended ``interrupted`` or ``failed`` settles its replies still being written as
+        interrupted (an ``idle`` run's last piece may still be on its way).
+        """
         self.status = AgentStatus(state=state, detail=detail)
+        if state in ("interrupted", "failed"):
+            for message in self.replies.interrupt():
+                self._audit("text.out", detail="interrupted")
+                self.broadcast(message)
         self.broadcast(self.status)
 
-    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False) -> Call:
+    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False, forwarded: bool = False) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
 
         A call id already known (live or ended) is not started again: its call is returned as it
-        stands (``new_id``: the caller has just made the id with :func:`codec.new_id`, so no
-        lookup is needed). With no device attached the call ends ``failed`` (``no_app``) at once,
-        recorded like any other.
+        stands, and a recovered call waiting for its claim is claimed (``new_id``: the caller
+        has just made the id with :func:`codec.new_id`, so no lookup is needed). With no device
+        attached the call ends ``failed`` (``no_app``) at once, recorded like any other.
+        ``forwarded``: another process of the agent made the call and waits on it here.
         """
         known = None if new_id else self.lookup(request.call_id)
         if known is not None:
+            self.claim(known.call_id)
             return known
         now = self.clock()
         if not self._attached:
-            call = Call(request=request, conversation_id=self.conversation_id, created_at=now)
+            call = Call(request=request, conversation_id=self.conversation_id, created_at=now, forwarded=forwarded)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
@@ -611,7 +700,13 @@ class Session(Generic[L]):
             return call
         expires_at = now + max(0.0, wait)
         request.expires_at = format_timestamp(expires_at)
-        call = Call(request=request, conversation_id=self.conversation_id, created_at=now, expires_at=expires_at)
+        call = Call(
+            request=request,
+            conversation_id=self.conversation_id,
+            created_at=now,
+            expires_at=expires_at,
+            forwarded=forwarded,
+        )
         too_long = self._too_long(call)
         if too_long is not None:
             call.end("failed", too_long, now=now, error="too_large")
@@ -664,10 +759,33 @@ class Session(Generic[L]):
         for link, device_id in self._attached.items():
             self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
 
+    def claim(self, call_id: str) -> bool:
+        """The agent's side waits on call ``call_id`` again: a recovered call then lives on to its deadline.
+
+        True when it was a recovered call waiting for its claim.
+        """
+        return self._unclaimed.pop(call_id, None) is not None
+
+    def release(self, call_id: str) -> Call | None:
+        """Let go of live call ``call_id`` without ending it: this process stops serving, another takes it over.
+
+        Nothing is written and nobody is told: the call stays pending in the records, the devices
+        keep showing its card, and the next session on the same records recovers it (``reclaim``).
+        Returns the call, or None when it is not live.
+        """
+        self._unclaimed.pop(call_id, None)
+        return self._live.pop(call_id, None)
+
     def tick(self) -> int:
-        """End every live call whose deadline has passed; returns how many."""
+        """End every live call whose deadline has passed, and every recovered call nobody claimed in time; how many."""
         now = self.clock()
         count = 0
+        for call_id, until in list(self._unclaimed.items()):
+            if until <= now:
+                del self._unclaimed[call_id]
+                item = self._live[call_id]
+                result = failure(call_id, item.request.name, "cancelled", RESTARTED)
+                count += self._finish(item, result, reason=RESTARTED)
         while (due := self.next_deadline()) is not None and due <= now:
             _, call_id = heapq.heappop(self._deadlines)
             item = self._live[call_id]
@@ -675,23 +793,36 @@ class Session(Generic[L]):
             count += self._finish(item, result, reason=f"expired: {EXPIRED}")
         return count
 
-    def recover(self) -> list[Call]:
-        """Once per session: close the calls a previous process left pending (their waiter is gone).
+    def recover(self, *, reclaim: float = 0.0) -> list[Call]:
+        """Once per session: the calls a previous process left pending; returns those closed now.
 
-        Calls past their deadline end ``expired``, the others ``cancelled``; an App that still
-        shows one of them has its card closed with that reason when it reconnects. So a store
-        belongs to one session: a second one on the same store would close the first one's calls.
+        Calls past their deadline end ``expired``, the others ``cancelled`` at once (their waiter
+        is gone); an App that still shows one of them has its card closed with that reason when
+        it reconnects — except, with ``reclaim`` > 0, the calls another process forwarded (a
+        hand-over: the process that served is gone, but the one that asked may still wait): they
+        stay live and are delivered to the devices as before; one started again by its id within
+        ``reclaim`` seconds (:meth:`start_call`) lives on to its own deadline, the others end
+        ``cancelled`` then. A store belongs to one session at a time: a second one on
+        the same store would close the first one's calls.
         """
         if self._recovered:
             return []
         self._recovered = True
         now = self.clock()
-        closed = self.records.pending_calls()
-        for call in closed:
+        closed = []
+        for call in self.records.pending_calls():
+            if reclaim > 0 and call.forwarded and call.expires_at is not None and call.expires_at > now:
+                self._live[call.call_id] = call
+                heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+                self._unclaimed[call.call_id] = now + reclaim
+                self._out.new_deadline = True
+                self._audit("call.recovered", call_id=call.call_id, detail=f"waits {reclaim:g} s for its caller")
+                continue
             if not call.expire_if_due(now):
                 call.end("cancelled", RESTARTED, now=now)
             self._save(call)
             self._audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+            closed.append(call)
         return closed
 
     # ------------------------------------------------------------------------------ shared
@@ -721,19 +852,31 @@ class Session(Generic[L]):
             self._save(call)
         self._audit("call.delivered", call_id=call.call_id, device_id=device_id)
 
-    def _finish(self, call: Call, result: ToolResult, *, by: L | None = None, reason: str | None = None) -> bool:
-        """The one way a live call ends: the first terminal result wins, the other devices are told."""
+    def _finish(
+        self,
+        call: Call,
+        result: ToolResult,
+        *,
+        by: L | None = None,
+        reason: str | None = None,
+        surface: str | None = None,
+    ) -> bool:
+        """The one way a live call ends: the first terminal result wins, the other devices are told.
+
+        ``by``: the device's link that answered; ``surface``: what answered when no device did.
+        """
         if not call.finish(result, now=self.clock()):
             self._audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
         self._save(call)
-        by_device = self._links[by].device_id if by is not None and by in self._links else None
+        by_device = self._links[by].device_id if by is not None and by in self._links else surface
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self._ended(call)
         others = [(link, device_id) for link, device_id in self._attached.items() if link != by]
         if others:
-            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if by is not None else reason)
+            answered = by is not None or surface is not None
+            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
             for link, device_id in others:
                 self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
         return True

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..protocol.messages import ToolResult
+    from ..media import StoredFile
+    from ..protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,16 @@ class AgentRuntime(ABC):
         queue or steer). Returns False when there is no agent to take it.
         """
 
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """A user message from the App that came with ``files`` (kept on this machine; see :mod:`lineup_plugin.media`).
+
+        By default the message is delivered with a line per file naming it and where it is, so
+        an agent with file tools can open it; a runtime with its own media input (Hermes'
+        gateway: images as image input) overrides this.
+        """
+        lines = [f"[the user sent {file.mime} file {file.name!r}, saved at {file.path}]" for file in files]
+        return self.deliver_message("\n".join([*lines, text]), sender=sender)
+
     @abstractmethod
     def interrupt(self, message: str | None = None) -> bool:
         """Stop the current run, optionally because of the new ``message``; False if none runs."""
@@ -144,6 +155,14 @@ class AgentRuntime(ABC):
     def may_print(self) -> bool:
         """Whether LineUp may print to this process's terminal (the App's link, its QR code); False when quiet."""
         return True
+
+    def call_origin(self) -> Origin | None:
+        """Which session of the agent makes the tool call running on this thread (shown on the App's card).
+
+        None: the process's kind decides (see :meth:`LineUpService.origin
+        <lineup_plugin.runtime.service.LineUpService.origin>`).
+        """
+        return None
 
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
         """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""

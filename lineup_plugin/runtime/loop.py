@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from importlib.resources.abc import Traversable
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -46,7 +46,7 @@ from ..errors import TransportError
 from ..hub import Hub, failure
 from ..ports import Transport
 from ..protocol import codec
-from ..protocol.messages import ToolResult
+from ..protocol.messages import Origin, ToolResult
 from ..tools.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ Args = TypeVarTuple("Args")
 
 #: builds the transport of a hub; entered (``async with``) on the loop when the runner starts
 TransportFactory = Callable[[Hub], Transport]
+#: builds a service that runs beside the transport (e.g. the forwarding socket); entered after the
+#: transport, left before the live calls are cancelled at the stop
+ServiceFactory = Callable[[Hub], AbstractAsyncContextManager[Any]]
 
 #: the name of the portal's thread
 THREAD_NAME = "lineup-hub"
@@ -81,10 +84,14 @@ class Runner:
         registry: Registry | None = None,
         *,
         transport: TransportFactory | None = None,
+        services: list[ServiceFactory] | None = None,
         app_dir: Traversable | None = None,
         **hub_options: Any,
     ) -> None:
         self.settings = settings
+        self._make_services = list(services or [])
+        #: the services ``services`` built, once the runner serves (in their order)
+        self.services: list[Any] = []
         self._registry = registry
         self._make_transport = transport or (lambda hub: _transport_for(settings, hub, app_dir))
         self._hub_options = hub_options
@@ -173,11 +180,16 @@ class Runner:
             stack.callback(hub.store.close)
             with anyio.fail_after(timeout):
                 transport = await stack.enter_async_context(self._make_transport(hub))
-            self._hub, self._transport, self._stopping = hub, transport, stopping
-            task_status.started()
             try:
-                await stopping.wait()
+                async with AsyncExitStack() as beside:
+                    with anyio.fail_after(timeout):
+                        for make in self._make_services:
+                            self.services.append(await beside.enter_async_context(make(hub)))
+                    self._hub, self._transport, self._stopping = hub, transport, stopping
+                    task_status.started()
+                    await stopping.wait()
             finally:
+                self.services = []
                 # before the transport closes, so that every device is told why its cards close
                 with anyio.move_on_after(CANCEL_GRACE, shield=True):
                     await hub.cancel_all(SHUTTING_DOWN)
@@ -209,6 +221,8 @@ class Runner:
         is_interrupted: Callable[[], bool] = lambda: False,
         heartbeat: Callable[[], None] | None = None,
         deadline: float | None = None,
+        call_id: str | None = None,
+        origin: Origin | None = None,
         poll: float = 0.25,
     ) -> ToolResult:
         """Call tool ``name`` with the model's flat arguments and block until its terminal result.
@@ -217,15 +231,16 @@ class Runner:
         interrupted, the call is cancelled on every device (they are told "the agent was
         interrupted") and a ``cancelled`` result is returned; an answer that won the race is
         returned instead. ``deadline`` is the wait in seconds (default: the hub's per-tool
-        deadline); it ends ``expired``. Never raises for a failed call: a stopped runner gives a
-        ``failed`` result.
+        deadline); it ends ``expired``. ``call_id`` continues a call known by that id (e.g. one
+        this process forwarded before it took over serving); ``origin`` says who asks. Never
+        raises for a failed call: a stopped runner gives a ``failed`` result.
         """
-        call_id = codec.new_id("call")
+        call_id = call_id or codec.new_id("call")
         if is_interrupted():
             return failure(call_id, name, "cancelled", INTERRUPTED)
         pending = _Pending()
         try:
-            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, pending)
+            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, origin, pending)
         except TransportError:
             return _not_running(call_id, name)
         interrupted_at: float | None = None
@@ -288,7 +303,13 @@ class Runner:
         return False
 
     async def _interruptible(
-        self, name: str, flat_args: dict[str, Any], call_id: str, deadline: float | None, pending: _Pending
+        self,
+        name: str,
+        flat_args: dict[str, Any],
+        call_id: str,
+        deadline: float | None,
+        origin: Origin | None,
+        pending: _Pending,
     ) -> ToolResult:
         """The call, in the one task that :meth:`call_blocking` started; an interrupt cancels that task."""
         if pending.interrupted:
@@ -296,7 +317,7 @@ class Runner:
         hub = self.hub
         task = asyncio.current_task()
         pending.task = task
-        options: dict[str, Any] = {"call_id": call_id}
+        options: dict[str, Any] = {"call_id": call_id, "origin": origin}
         if deadline is not None:
             options["deadline"] = deadline
         try:
@@ -306,6 +327,7 @@ class Runner:
                 raise
             if task is not None:
                 task.uncancel()  # this cancellation was ours, and ends here
+            await hub.cancel(call_id, INTERRUPTED)  # a call taken over by id is not cancelled by the hub itself
         finally:
             pending.task = None
         # The hub may have accepted an answer just before the interrupt: its record wins.

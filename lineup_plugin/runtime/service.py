@@ -18,6 +18,13 @@ server, say, tomorrow) builds on:
   wait for its run to stop), then every open card is closed; App-declared tools become runtime
   tools (:meth:`LineUpService.sync_tools`).
 
+**Every process can ask.** Only one process serves the App; a call made in any other process of
+the same data directory is forwarded to it (:mod:`.forward`: a Unix socket only this user can
+open, plus a token), with its interrupts, and gets the same statuses as a call made there. The
+call keeps its id: when the serving process exits or is killed, a process still waiting takes
+over serving (or forwards to the one that did) and the card stays answerable. Each call says
+which session asks (:meth:`LineUpService.origin`), and the App shows it on the card.
+
 With no App connected every tool stays visible to the model, and a call ends ``failed`` with
 "no LineUp App is connected; ask the user to open the App" (hiding tools would change the tool
 list, and the prompt cache with it, each time a phone locks its screen, and the model could not
@@ -36,15 +43,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import TransportError
+from ..errors import LineUpError, TransportError
 from .base import AgentRuntime, ToolBridge
-from .lock import Owner, ServerLock
+from .lock import Owner, ServerLock, program
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..hub import Hub
-    from ..protocol.messages import AgentState, ToolResult
+    from ..media import StoredFile
+    from ..protocol.messages import AgentState, Origin, ToolResult
     from ..tools.registry import Registry
+    from .forward import Forwarder
     from .loop import Runner
 
 log = logging.getLogger(__name__)
@@ -57,6 +66,10 @@ NOT_TAKING_MESSAGES = "The agent is not taking messages from the App right now."
 STOPPED_BY_USER = "stopped by the user"
 #: ``app_grace`` when not set, in a process on an interactive terminal (seconds)
 INTERACTIVE_APP_GRACE = 120.0
+#: seconds a process keeps trying to reach the serving process (it may be starting, or handing over)
+FORWARD_PATIENCE = 10.0
+#: what kind of session a process's calls come from, by the process's role
+ORIGIN_KINDS = {"gateway": "gateway", "cli": "cli", "mcp": "mcp"}
 
 
 def app_grace(setting: float | None, *, interactive: bool | None = None) -> float:
@@ -105,6 +118,7 @@ class LineUpService:
         self._started_at = 0.0
         self.runner: Runner | None = None
         self.owner: Owner | None = None
+        self._forwarder: Forwarder | None = None
         self.bridge = ToolBridge(runtime, self, self.call_blocking, deadline_for=self.deadline_for)
 
     # settings and tools, made on first use ----------------------------------------------
@@ -206,14 +220,18 @@ class LineUpService:
                     self._refused_logged = True
                 return False
             try:
+                from .forward import ForwardServer, platform_supported
                 from .loop import Runner  # the server's code is loaded by the process that serves
 
+                data_dir = self.settings.data_dir
                 runner = Runner(
                     self.settings,
                     self.registry,
+                    services=[lambda hub: ForwardServer(hub, data_dir)] if platform_supported() else [],
                     on_text=self._on_text,
                     on_stop=self._on_stop,
                     on_tools_changed=self._on_tools_changed,
+                    on_files=self._on_files,
                 )
                 runner.start()
             except BaseException:
@@ -289,25 +307,39 @@ class LineUpService:
             return None
 
     def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Push ``agent.status`` to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.set_status(state, detail))
+        """Push ``agent.status`` to the App (through the serving process when another one serves it)."""
+        if self.on_hub(lambda hub: hub.set_status(state, detail)) is None:
+            self._tell_server({"op": "status", "state": state, "detail": detail})
 
     def send_text(self, text: str) -> None:
-        """Send an agent message to the App (when this process serves it)."""
-        self.on_hub(lambda hub: hub.send_text(text))
+        """Send an agent message to the App (through the serving process when another one serves it)."""
+        if self.on_hub(lambda hub: hub.send_text(text)) is None:
+            self._tell_server({"op": "text", "text": text})
 
-    def not_serving_result(self, name: str) -> ToolResult:
-        """The ``failed`` result of a call made in a process that does not own the server."""
+    def _tell_server(self, message: dict[str, Any]) -> None:
+        """Pass a status or reply of this process's session on to the serving process, if one serves."""
+        from .forward import platform_supported
+
+        if self.runner is not None or not platform_supported() or self.lock.owner() is None:
+            return
+        try:
+            self.forwarder.notify(message)
+        except Exception as exc:  # the App misses one status line or reply; the calls are unaffected
+            log.debug("lineup: could not pass %s on to the serving process: %s", message.get("op"), exc)
+
+    def not_serving_result(self, name: str, call_id: str | None = None, why: str = "") -> ToolResult:
+        """The ``failed`` result of a call made in a process that does not own the server and cannot reach it."""
         from ..hub import failure
         from ..protocol import codec
 
         owner = self.lock.owner() or self.owner  # the file first: the owner may have changed since
         where = f"another {self.runtime.label} process" + (f" ({owner})" if owner else "")
         message = (
-            f"the LineUp App is served by {where}; use LineUp tools from that process, "
-            "or stop it to serve the App from here"
+            f"the LineUp App is served by {where}, which this process cannot reach"
+            + (f" ({why})" if why else "")
+            + "; use LineUp tools from that process, or stop it to serve the App from here"
         )
-        return failure(codec.new_id("call"), name, "failed", message, error="not_owner")
+        return failure(call_id or codec.new_id("call"), name, "failed", message, error="not_owner")
 
     def start_failed_result(self, name: str, error: BaseException) -> ToolResult:
         """The ``failed`` result of a call whose process could not start the server (e.g. the port is in use)."""
@@ -316,6 +348,26 @@ class LineUpService:
 
         message = f"the LineUp App cannot be served from this process: {error}"
         return failure(codec.new_id("call"), name, "failed", message, error="start_failed")
+
+    def origin(self) -> Origin:
+        """Which session asks, for the card: the runtime's answer for this thread, else the process's kind."""
+        from ..protocol.messages import Origin
+
+        given = self.runtime.call_origin()
+        if given is not None:
+            return given
+        name = program()
+        kind = ORIGIN_KINDS.get(self.role) or ("chat" if " chat" in f" {name}" else "process")
+        return Origin(kind=kind, label=name[:120] or None)  # type: ignore[arg-type]
+
+    @property
+    def forwarder(self) -> Forwarder:
+        """This process's way to the serving process's forwarding socket."""
+        if self._forwarder is None:
+            from .forward import Forwarder
+
+            self._forwarder = Forwarder(self.settings.data_dir)
+        return self._forwarder
 
     def call_blocking(
         self,
@@ -329,30 +381,109 @@ class LineUpService:
         """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
 
         Starts the server if no process serves yet (a server that cannot start, e.g. on a port in
-        use, ends the call ``failed`` with the reason, error ``start_failed``). While the user
-        answers the App shows ``waiting_input``; then ``running``. Never raises for a failed call.
+        use, ends the call ``failed`` with the reason, error ``start_failed``); else forwards the
+        call to the process that serves. If that process goes away before the call ends, this one
+        takes over serving (or forwards to the one that did) with the same call id. While the
+        user answers the App shows ``waiting_input``; then ``running``. Never raises for a
+        failed call.
         """
-        try:
-            runner = self.runner if self.ensure_started(f"first use of {name}") else None
-        except Exception as exc:  # the port is in use, the relay cannot be reached...
-            log.warning("lineup: cannot serve the App for %s: %s", name, exc)
-            return self.start_failed_result(name, exc)
-        if runner is None:
-            return self.not_serving_result(name)
-        self._await_app(runner, name, is_interrupted, heartbeat)
+        from ..hub import failure
+        from ..protocol import codec
+        from .forward import OwnerUnreachable, backoff, platform_supported
+
+        call_id = codec.new_id("call")
+        origin = self.origin()
+        ends = time.monotonic() + deadline
+        unreachable_since: float | None = None
+        attempt = 0
+        while True:
+            try:
+                runner = self.runner if self.ensure_started(f"first use of {name}") else None
+            except Exception as exc:  # the port is in use, the relay cannot be reached...
+                log.warning("lineup: cannot serve the App for %s: %s", name, exc)
+                return self.start_failed_result(name, exc)
+            if runner is not None:
+                # a process that took over from one that went away: its App is on its way back
+                took_over = self.settings.handover_grace if unreachable_since is not None else 0.0
+                return self._call_here(
+                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends, took_over
+                )
+            if not platform_supported():
+                return self.not_serving_result(name, call_id, "no Unix sockets on this system")
+            try:
+                return self.forwarder.call(
+                    name,
+                    flat_args,
+                    call_id=call_id,
+                    deadline=ends - time.monotonic(),
+                    origin=origin,
+                    is_interrupted=is_interrupted,
+                    heartbeat=heartbeat,
+                    on_interrupt=self._interrupted_by_server,
+                )
+            except OwnerUnreachable as exc:
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                why = str(exc)
+            except LineUpError as exc:
+                log.warning("lineup: forwarding %s failed: %s", name, exc)
+                return failure(call_id, name, "failed", str(exc), error="forward_failed")
+            log.info("lineup: %s: %s; trying again", name, why)
+            if is_interrupted():
+                from .loop import INTERRUPTED
+
+                return failure(call_id, name, "cancelled", INTERRUPTED)
+            if now >= ends or now - unreachable_since > FORWARD_PATIENCE:
+                return self.not_serving_result(name, call_id, why)
+            pause = time.monotonic() + backoff(attempt)
+            while time.monotonic() < pause and not is_interrupted():
+                heartbeat()
+                time.sleep(0.05)
+            attempt += 1
+
+    def _call_here(
+        self,
+        runner: Runner,
+        name: str,
+        flat_args: dict[str, Any],
+        call_id: str,
+        origin: Origin,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None],
+        ends: float,
+        took_over: float = 0.0,
+    ) -> ToolResult:
+        """The call, in the process that serves the App (``took_over``: wait that long for the App to come back)."""
+        self._await_app(runner, name, is_interrupted, heartbeat, at_least=took_over)
         self.report_status("waiting_input", name)
         try:
             return runner.call_blocking(
-                name, flat_args, is_interrupted=is_interrupted, heartbeat=heartbeat, deadline=deadline
+                name,
+                flat_args,
+                is_interrupted=is_interrupted,
+                heartbeat=heartbeat,
+                deadline=max(0.0, ends - time.monotonic()),
+                call_id=call_id,
+                origin=origin,
             )
         finally:
             self.report_status("running")
 
+    def _interrupted_by_server(self, reason: str) -> None:
+        """The serving process passed on the App's stop button: stop this process's run too (not on this thread)."""
+        threading.Thread(target=self.runtime.interrupt, args=(None,), name="lineup-interrupt", daemon=True).start()
+
     def _await_app(
-        self, runner: Runner, name: str, is_interrupted: Callable[[], bool], heartbeat: Callable[[], None]
+        self,
+        runner: Runner,
+        name: str,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None],
+        *,
+        at_least: float = 0.0,
     ) -> None:
-        """Just after the server started, with no App yet: wait for one until the grace ends."""
-        left = self._started_at + app_grace(self.settings.app_grace) - time.monotonic()
+        """Just after the server started, with no App yet: wait for one until the grace ends (``at_least`` seconds)."""
+        left = max(self._started_at + app_grace(self.settings.app_grace) - time.monotonic(), at_least)
         if left <= 0 or self.app_connected:
             return
         log.info("lineup: %s waits up to %.0f s for the App to connect", name, left)
@@ -368,6 +499,12 @@ class LineUpService:
             if runner is not None:
                 await runner.hub.send_text(NOT_TAKING_MESSAGES)
 
+    async def _on_files(self, device_id: str, text: str, files: list[StoredFile]) -> None:
+        if not self.runtime.deliver_files(text, files, sender=device_id):
+            runner = self.runner
+            if runner is not None:
+                await runner.hub.send_text(NOT_TAKING_MESSAGES)
+
     async def _on_stop(self, device_id: str) -> None:
         """The App's stop button: stop the run first, then close whatever card is still open.
 
@@ -377,9 +514,14 @@ class LineUpService:
         """
         import anyio
 
+        from .forward import ForwardServer
+
         await anyio.to_thread.run_sync(self.runtime.interrupt, None)
         runner = self.runner
         if runner is not None and runner.running:
+            for service in runner.services:  # the other processes' runs stop too
+                if isinstance(service, ForwardServer):
+                    service.interrupt_all(STOPPED_BY_USER)
             await runner.hub.cancel_all(STOPPED_BY_USER)
 
     async def _on_tools_changed(self) -> None:

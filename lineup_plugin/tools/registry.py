@@ -19,6 +19,7 @@ from ..protocol.base import validate
 from ..protocol.tools import RISKS, ActionDefinition, Risk, ToolDefinition
 from .agent_schema import function_schema
 from .argcheck import Predicate, compile_schema
+from .renderers import Renderers
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -231,6 +232,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        #: the App renderers plugins ship for their App tools (the ``register_renderers`` hook)
+        self.renderers = Renderers()
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

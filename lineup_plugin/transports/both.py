@@ -3,7 +3,7 @@
 A paired App talks to the agent directly when it reaches :9527 and through WuKongIM when it does
 not (see the README's "Use it away from home"). Both transports attach their links to the same
 hub, so the session core's rules (redelivery on hello, first answer wins, dedupe by call id) hold
-across a switch: no card is lost or shown twice. The direct server also answers ``GET /pair``
+across a switch: no card is lost or shown twice. The direct server also answers ``GET /api/pair``
 (:meth:`Relay.pair <lineup_plugin.transports.wukongim.relay.Relay.pair>`).
 """
 
@@ -23,7 +23,7 @@ class DirectAndRelay:
     def __init__(self, direct: DirectServer, relay: Relay) -> None:
         self.direct = direct
         self.relay = relay
-        direct.pairing = relay.pair
+        direct.api.pairing = relay.pair
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser, Page
 
 TOKEN = "e2e-token-0123456789abcdef"
+AXE = Path(__file__).parents[1] / "js" / "node_modules" / "axe-core" / "axe.min.js"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,11 +87,10 @@ class Agent:
         await self.server.start()
 
 
-@pytest.fixture
-async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
-    """A hub with the built-in tools behind a started DirectServer on 127.0.0.1, port 0."""
+@asynccontextmanager
+async def serving(hub: Hub, tmp_path: Path) -> AsyncIterator[Agent]:
+    """``hub`` behind a started DirectServer on 127.0.0.1, port 0; every call cancelled at the end."""
     settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
-    hub = Hub(load_registry(load_entrypoints=False))
     server = DirectServer.from_settings(hub, settings)
     await server.start()
     agent = Agent(hub, server, server.port)
@@ -98,6 +99,13 @@ async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
     finally:
         await hub.cancel_all("the test ended")
         await agent.server.close()
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
+    """A hub with the built-in tools behind a started DirectServer on 127.0.0.1, port 0."""
+    async with serving(Hub(load_registry(load_entrypoints=False)), tmp_path) as agent:
+        yield agent
 
 
 OpenApp = Callable[..., Awaitable["Page"]]
@@ -134,3 +142,29 @@ async def open_app(browser: Browser, agent: Agent) -> AsyncIterator[OpenApp]:
         for context in contexts:
             await context.close()
     assert not errors, f"uncaught errors in the page: {errors}"
+
+
+Open = Callable[..., Awaitable["Page"]]
+
+
+@pytest.fixture
+async def open_themed(browser: Browser, agent: Agent) -> AsyncIterator[Open]:
+    """Open the App in a phone-sized context with ``scheme`` (light or dark); axe is injected on demand."""
+    from playwright.async_api import expect
+
+    if not AXE.is_file():
+        pytest.skip("axe-core is not installed (npm ci in tests/js)")
+    contexts = []
+
+    async def open_page(scheme: str, *, connected: bool = True) -> Page:
+        context = await browser.new_context(**PHONE, color_scheme=scheme, bypass_csp=True)  # axe is injected inline
+        contexts.append(context)
+        page = await context.new_page()
+        await page.goto(agent.link if connected else f"http://127.0.0.1:{agent.port}/")
+        if connected:
+            await expect(page.locator("#link")).to_have_text("Connected")
+        return page
+
+    yield open_page
+    for context in contexts:
+        await context.close()

@@ -15,17 +15,20 @@ Only the LLM is fake. The App is :class:`tests.wsapp.WsApp`, a real WebSocket cl
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from tests.fakes.llm import CONTEXT_LENGTH, MODEL, ScriptedLLM
 
@@ -38,6 +41,8 @@ model:
   base_url: {base_url}
   api_key: scripted
   context_length: {context_length}
+  # the scripted model takes images (image_url parts); Hermes would otherwise describe them in text
+  supports_vision: true
 agent:
   clarify_timeout: 60
 approvals:
@@ -61,6 +66,20 @@ plugins:
       store: memory
       data_dir: {data_dir}
 """
+
+
+def within(seconds: float) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+    """A decorator: fail an async test after ``seconds`` rather than hang on an answer that never comes."""
+
+    def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        @functools.wraps(test)
+        async def run(*args: Any, **kwargs: Any) -> None:
+            with anyio.fail_after(seconds):
+                await test(*args, **kwargs)
+
+        return run
+
+    return bounded
 
 
 def offline_caches(home: Path) -> None:

@@ -73,7 +73,7 @@ class RelayAgent:
         """Serve directly again on the same port (the phone is back on the LAN)."""
         options = dataclasses.replace(self.both.direct.options, port=self.port)
         server = DirectServer(self.hub, options)
-        server.pairing = self.relay.pair
+        server.api.pairing = self.relay.pair
         await server.start()
         self.both.direct = server
 

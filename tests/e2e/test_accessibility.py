@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
-from .browser import PHONE
-from .conftest import Agent
+from .conftest import AXE, Agent, Open
 
 pytestmark = [pytest.mark.browser, pytest.mark.node]
-
-AXE = Path(__file__).parents[1] / "js" / "node_modules" / "axe-core" / "axe.min.js"
 
 CARDS: list[tuple[str, str | None, dict[str, Any]]] = [
     ("choice", None, {"question": "Deploy to which environment?", "options": ["test", "staging", "production"]}),
@@ -34,30 +29,6 @@ CARDS: list[tuple[str, str | None, dict[str, Any]]] = [
     ("calculator", "multiply", {"a": 6, "b": 7}),
     ("canvas", "open", {"width": 320, "height": 200}),
 ]
-
-Open = Callable[..., Awaitable[Page]]
-
-
-@pytest.fixture
-async def open_themed(browser: Browser, agent: Agent) -> AsyncIterator[Open]:
-    """Open the App in a phone-sized context with ``scheme`` (light or dark); axe is injected on demand."""
-    if not AXE.is_file():
-        pytest.skip("axe-core is not installed (npm ci in tests/js)")
-    contexts = []
-
-    async def open_page(scheme: str, *, connected: bool = True) -> Page:
-        context = await browser.new_context(**PHONE, color_scheme=scheme, bypass_csp=True)  # axe is injected inline
-        contexts.append(context)
-        page = await context.new_page()
-        await page.goto(agent.link if connected else f"http://127.0.0.1:{agent.port}/")
-        if connected:
-            await expect(page.locator("#link")).to_have_text("Connected")
-        return page
-
-    yield open_page
-    for context in contexts:
-        await context.close()
-
 
 async def violations(page: Page) -> list[str]:
     """axe-core's violations on the page as it is, one line each (rule, impact, where)."""

@@ -304,3 +304,19 @@ async def test_app_works_where_crypto_random_uuid_is_missing(agent: Agent, open_
     call = agent.call("choice", DEPLOY)
     await page.get_by_role("button", name="test").click()
     assert (await call).result == {"selected": "test", "index": 0}
+
+
+async def test_a_card_names_the_agent_session_that_asks(agent: Agent, open_app: OpenApp) -> None:
+    from lineup_plugin.protocol.messages import Origin
+
+    page = await open_app()
+    call = agent.call("choice", DEPLOY, origin=Origin(kind="cron", label="nightly-report"))
+    call_id = await wait_for_card(page, "choice")
+    await expect(card(page, call_id).locator(".card-origin")).to_have_text("Cron job · nightly-report")
+    await page.get_by_role("button", name="test").click()
+    assert (await call).status == "completed"
+    plain = agent.call("choice", DEPLOY)  # one agent session: nothing to name
+    await expect(page.locator("article.card")).to_have_count(2)
+    assert await page.locator("article.card .card-origin").count() == 1
+    await page.get_by_role("button", name="staging").last.click()
+    assert (await plain).status == "completed"

@@ -6,6 +6,7 @@ temporary ``HERMES_HOME`` (see :mod:`tests.e2e.hermes_harness`).
 
 from __future__ import annotations
 
+import base64
 import functools
 import importlib.util
 import json
@@ -13,19 +14,21 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
+from playwright.async_api import Browser, Page, expect
 
-from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
-from tests.fakes.llm import call, last_user_text, say, tool_messages, tool_names
+from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
+from .browser import PHONE
 from .hermes_harness import (
     TOKEN,
     Gateway,
@@ -36,6 +39,7 @@ from .hermes_harness import (
     result_of,
     run_in_thread,
     running_gateway,
+    within,
 )
 
 # Hermes must not be imported before the ``hermes`` fixture sets HERMES_HOME: only look it up.
@@ -79,15 +83,7 @@ FLASHLIGHT = {
 WAIT = 60.0
 
 
-def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Fail the test after :data:`WAIT` seconds rather than hang on an answer that never comes."""
-
-    @functools.wraps(test)
-    async def run(*args: Any, **kwargs: Any) -> None:
-        with anyio.fail_after(WAIT):
-            await test(*args, **kwargs)
-
-    return run
+bounded = within(WAIT)
 
 
 async def next_status(app: WsApp, state: str) -> AgentStatus:
@@ -97,6 +93,29 @@ async def next_status(app: WsApp, state: str) -> AgentStatus:
         assert isinstance(status, AgentStatus)
         if status.state == state:
             return status
+
+
+async def streamed_reply(app: WsApp, first: MessageDelta) -> tuple[list[MessageDelta], Text]:
+    """The ``message.delta`` pieces of the streamed reply that ``first`` began, and the ``text`` that settles it."""
+    pieces = [first]
+    while True:
+        message = (await app.recv()).payload
+        if isinstance(message, MessageDelta):
+            pieces.append(message)
+        elif isinstance(message, Text) and pieces and message.message_id == pieces[0].message_id:
+            return pieces, message
+
+
+async def start_streaming(
+    hermes: Hermes, gateway: Gateway, ask: str, *pieces: str | Gate
+) -> tuple[WsApp, MessageDelta]:
+    """Script a streamed reply of ``pieces``, ask ``ask`` from a new App; the App and the reply's first piece."""
+    hermes.llm.reset(stream(*pieces))
+    app = await WsApp.connect(gateway.server)
+    await app.send(Text(text=ask))
+    first = (await app.next("message.delta")).payload
+    assert isinstance(first, MessageDelta)
+    return app, first
 
 
 async def next_text(app: WsApp, text: str) -> None:
@@ -369,6 +388,46 @@ class TestGateway:
         assert last_user_text(hermes.llm.requests[0]).startswith("hi")
 
     @bounded
+    async def test_a_reply_streams_to_the_app_as_the_model_writes_it_then_settles_as_one_text(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        held = Gate()
+        app, first = await start_streaming(hermes, gateway, "deploy", "Deploying to staging now, ", held, "done.")
+        try:
+            assert held.reached.is_set() and not held.is_set()  # shown while the model is still writing
+            assert "Deploying to staging" in first.text
+            held.set()
+            pieces, final = await streamed_reply(app, first)
+        finally:
+            held.set()
+            await app.close()
+        assert [piece.seq for piece in pieces] == list(range(len(pieces)))
+        assert {piece.message_id for piece in pieces} == {final.message_id}
+        assert final.text.startswith("".join(piece.text for piece in pieces))  # the last piece may come with it
+        assert final.text == "Deploying to staging now, done."
+        assert not final.interrupted
+
+    @bounded
+    async def test_a_reply_stopped_half_written_is_settled_as_interrupted(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        held = Gate()
+        app, first = await start_streaming(hermes, gateway, "count", "Counting the files: one, two, ", held, "three.")
+        try:
+            await app.send(AgentStop(reason="stop button"))
+            while True:
+                settled = (await app.next("text")).payload
+                assert isinstance(settled, Text)
+                if settled.message_id == first.message_id:
+                    break
+        finally:
+            held.set()
+            await app.close()
+        assert settled.interrupted
+        assert settled.text.startswith("Counting the files")
+        assert "three." not in settled.text
+
+    @bounded
     async def test_text_while_a_choice_is_pending_interrupts_the_run_and_cancels_the_card(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
@@ -443,6 +502,113 @@ class TestGateway:
         finally:
             await app.close()
         assert len(hermes.llm.requests) == 1
+
+
+class TestGatewayInTheBrowser:
+    """The reference App in real Chromium, talking to a real Hermes gateway (only the LLM is scripted)."""
+
+    #: Hermes with its gateway is slower than a bare hub: how long a DOM state may take to appear (ms)
+    SLOW = 30_000
+    #: a 4×4 red PNG
+    PNG = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEklEQVR4nGP4z8CAB+GTG8HSALfKY52fTcuYAAAAAElFTkSuQmCC"
+    )
+
+    @staticmethod
+    async def open_app(browser: Browser, gateway: Gateway) -> Page:
+        context = await browser.new_context(**PHONE)
+        page = await context.new_page()
+        await page.goto(gateway.server.connect_link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        return page
+
+    @staticmethod
+    async def say(page: Page, text: str) -> None:
+        await page.get_by_label("Message to the agent").fill(text)
+        await page.get_by_role("button", name="Send").click()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_a_reply_grows_in_the_app_as_the_model_writes_it_then_settles(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Looking at the build log: the tests ", held, "all passed."))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "how is the build?")
+            reply = page.locator(".msg-agent[data-message-id]")
+            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
+            await expect(reply).to_contain_text("Looking at the build log")
+            assert held.reached.is_set() and not held.is_set()  # the model is still writing
+            held.set()
+            await expect(reply).to_have_attribute("data-state", "settled", timeout=self.SLOW)
+            await expect(reply).to_have_text("Looking at the build log: the tests all passed.")
+        finally:
+            held.set()
+            await page.context.close()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_the_stop_button_marks_a_half_written_reply_interrupted(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        held = Gate()
+        hermes.llm.reset(stream("Renaming the 40 files: report-01, report-02, ", held, "and the rest."))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "rename the reports")
+            reply = page.locator(".msg-agent[data-message-id]").first  # Hermes then says it stopped
+            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
+            await page.get_by_role("button", name="Stop").click()
+            await expect(reply).to_have_attribute("data-state", "interrupted", timeout=self.SLOW)
+            await expect(reply.locator(".msg-note")).to_have_text("Interrupted — the reply stopped here.")
+            await expect(reply).not_to_contain_text("and the rest.")
+        finally:
+            held.set()
+            await page.context.close()
+
+    @pytest.mark.browser
+    @bounded
+    async def test_a_photo_sent_from_the_app_reaches_the_model_as_image_input(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser
+    ) -> None:
+        hermes.llm.reset(say("A small red square."))
+        page = await self.open_app(browser, gateway)
+        try:
+            photo = {"name": "square.png", "mimeType": "image/png", "buffer": self.PNG}
+            await page.locator("#photo").set_input_files(photo)  # type: ignore[arg-type]
+            await self.say(page, "what is in this photo?")
+            await expect(page.locator(".msg-agent").last).to_have_text("A small red square.", timeout=self.SLOW)
+        finally:
+            await page.context.close()
+        (user,) = [m for m in hermes.llm.requests[-1]["messages"] if m["role"] == "user"][-1:]
+        parts = user["content"]
+        assert isinstance(parts, list), f"the photo did not reach the model as image input: {user}"
+        images = [part["image_url"]["url"] for part in parts if part.get("type") == "image_url"]
+        assert len(images) == 1 and images[0].startswith("data:image/png;base64,")
+        assert base64.b64decode(images[0].split(",", 1)[1]) == self.PNG
+        assert "what is in this photo?" in last_user_text(hermes.llm.requests[-1])
+
+    @pytest.mark.browser
+    @bounded
+    async def test_an_image_the_agent_sends_shows_in_the_app(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser, tmp_path: Path
+    ) -> None:
+        chart = tmp_path / "chart.png"
+        chart.write_bytes(self.PNG)
+        hermes.llm.reset(say(f"Here is the chart.\nMEDIA:{chart}"))
+        page = await self.open_app(browser, gateway)
+        try:
+            await self.say(page, "draw the chart")
+            image = page.get_by_role("img", name="chart.png")
+            await expect(image).to_be_visible(timeout=self.SLOW)
+            await page.wait_for_function(
+                "img => img.complete && img.naturalWidth === 4", arg=await image.element_handle()
+            )
+            await expect(page.get_by_text("Here is the chart.")).to_be_visible()
+        finally:
+            await page.context.close()
 
 
 # ------------------------------------------------------------------------ fresh processes

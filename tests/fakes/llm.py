@@ -9,7 +9,11 @@ Requests without tools (title generation, summaries and other side calls an agen
 answered with a short text and recorded, but do not consume the script.
 
 A turn may be a callable taking the request body, so a test can build the reply from what the
-agent sent. When the script is exhausted the server answers "(script exhausted)" and records
+agent sent. A streamed turn (:func:`stream`) sends its text in pieces, one SSE chunk each, and
+may hold between pieces until the test sets a :class:`threading.Event` (:class:`Gate`), so a test
+can look at what the agent shows of a reply half written — and interrupt it there.
+
+When the script is exhausted the server answers "(script exhausted)" and records
 the overrun in :attr:`ScriptedLLM.errors`.
 """
 
@@ -28,17 +32,42 @@ MODEL = "scripted-model"
 CONTEXT_LENGTH = 128_000
 
 
+#: how long a streamed turn waits at a gate before it gives up and ends the stream cut short
+GATE_TIMEOUT = 60.0
+
+
+class Gate(threading.Event):
+    """A point in a streamed turn where the server waits until the test calls :meth:`set`.
+
+    :attr:`reached` is set when the server got there (every piece before it was written).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+
+
 @dataclass
 class Turn:
-    """One scripted assistant turn: some text, or tool calls, or both."""
+    """One scripted assistant turn: some text, or tool calls, or both.
+
+    ``pieces``, when given, are how the text is streamed: each string is one SSE chunk, and a
+    :class:`Gate` holds the stream until it is set.
+    """
 
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    pieces: list[str | Gate] = field(default_factory=list)
 
 
 def say(text: str) -> Turn:
     """A turn that answers with ``text``."""
     return Turn(text=text)
+
+
+def stream(*pieces: str | Gate) -> Turn:
+    """A turn that streams its text in ``pieces`` (strings, one chunk each; a Gate waits for the test)."""
+    return Turn(text="".join(piece for piece in pieces if isinstance(piece, str)), pieces=list(pieces))
 
 
 def call(name: str, **arguments: Any) -> Turn:
@@ -184,11 +213,20 @@ class ScriptedLLM:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for chunk in llm._chunks(turn):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
                 self.close_connection = True
+                try:
+                    for chunk in llm._chunks(turn):
+                        if isinstance(chunk, Gate):
+                            chunk.reached.set()
+                            if not chunk.wait(GATE_TIMEOUT):
+                                return  # cut short: no finish chunk, no [DONE]
+                            continue
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the agent hung up (it was interrupted)
+                    return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -234,7 +272,7 @@ class ScriptedLLM:
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
-    def _chunks(self, turn: Turn) -> list[dict[str, Any]]:
+    def _chunks(self, turn: Turn) -> list[dict[str, Any] | Gate]:
         cid = f"chatcmpl-{next(self._ids)}"
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -247,9 +285,9 @@ class ScriptedLLM:
                 **extra,
             }
 
-        chunks = [chunk({"role": "assistant", "content": ""})]
-        if turn.text:
-            chunks.append(chunk({"content": turn.text}))
+        chunks: list[dict[str, Any] | Gate] = [chunk({"role": "assistant", "content": ""})]
+        for piece in turn.pieces or ([turn.text] if turn.text else []):
+            chunks.append(piece if isinstance(piece, Gate) else chunk({"content": piece}))
         for index, tool_call in enumerate(self._tool_calls(turn)):
             chunks.append(chunk({"tool_calls": [{"index": index, **tool_call}]}))
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

@@ -105,6 +105,7 @@ sdk.chatManager.addMessageListener(async (message) => {
     clientMsgNo: message.clientMsgNo,
     contentType: content.contentType,
     content: content.contentObj,
+    text: content instanceof MessageText ? content.text : undefined, // as the SDK decoded a text message
   });
   const env = content instanceof LineUpContent ? content.envelope : null;
   if (env && env.type === 'lineup.v1.tool.call') await answer(env);

@@ -63,6 +63,11 @@ class Lineup:
 @pytest.fixture
 def lineup(tmp_path: Path) -> Lineup:
     """Settings for a child: data in ``tmp_path``, the App server on a free port of 127.0.0.1."""
+    return make_lineup(tmp_path)
+
+
+def make_lineup(tmp_path: Path) -> Lineup:
+    """What the ``lineup`` fixture gives (for test modules outside this folder)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("LINEUP_")}
     env.update(
         PYTHONPATH=str(ROOT),

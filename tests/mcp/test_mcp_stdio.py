@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 from mcp import types
 
+from lineup_plugin import load_registry
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.protocol.messages import AgentStop, ToolList
 from lineup_plugin.runtime.base import STATUS_HINTS
-from lineup_plugin.runtime.lock import ServerLock
+from lineup_plugin.runtime.service import LineUpService
+from tests.runtime.fake_runtime import FakeRuntime
+from tests.wsapp import WsApp
 
 from .conftest import TOKEN, Lineup, stdio_client, until
 
@@ -145,19 +148,24 @@ async def test_a_toolset_tool_takes_its_action_among_the_flat_arguments(lineup: 
     assert not result.is_error and result.structured_content == {"value": 5}
 
 
-async def test_calls_fail_naming_the_process_that_serves_the_app(lineup: Lineup) -> None:
-    lock = ServerLock(Path(lineup.env["LINEUP_DATA_DIR"]))
-    assert lock.acquire("gateway")
+async def test_calls_go_through_the_process_that_serves_the_app_and_its_app_answers(lineup: Lineup) -> None:
+    settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=Path(lineup.env["LINEUP_DATA_DIR"]))
+    gateway = LineUpService(FakeRuntime(), settings, load_registry(load_entrypoints=False), role="gateway")
+    assert gateway.ensure_started("a Hermes gateway, say") and gateway.runner is not None
     try:
         async with stdio_client(lineup) as client:
             listed = {tool.name for tool in (await client.list_tools()).tools}
-            result = await asyncio.wait_for(client.call_tool("choice", CHOICE), 30)
+            app = await WsApp.connect(gateway.runner.transport)  # type: ignore[arg-type]
+            task = asyncio.create_task(client.call_tool("choice", CHOICE))
+            call = await app.next_call()
+            await app.answer(call, selected="production", index=1)
+            result = await asyncio.wait_for(task, 30)
+            await app.close()
     finally:
-        lock.release()
+        gateway.stop()
     assert "choice" in listed
-    answer = body(result)
-    assert result.is_error and answer["status"] == "failed" and answer["result"]["error"] == "not_owner"
-    assert f"pid {os.getpid()} (gateway)" in answer["result"]["message"]
+    assert call.origin is not None and call.origin.kind == "mcp"
+    assert not result.is_error and result.structured_content == {"selected": "production", "index": 1}
 
 
 async def test_the_app_stop_button_ends_the_call_cancelled(lineup: Lineup) -> None:

@@ -118,3 +118,92 @@ def test_stats_while_a_process_serves_says_who(tmp_path: Path, capsys: pytest.Ca
     lock.release()
     error = capsys.readouterr().err
     assert "in use by the process serving the App" in error and "(mcp)" in error
+
+
+async def test_stats_while_lineup_mcp_holds_the_store_are_asked_of_it(
+    lineup: Lineup, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    del lineup.env["LINEUP_TOKEN"]  # the child generates one in the data dir; lineup stats reads it there
+    data_dir = Path(lineup.env["LINEUP_DATA_DIR"])
+    async with stdio_client(lineup) as client:
+        await client.list_tools()  # the child serves the App (and holds the store) by now
+        lineup.app_server.token = (data_dir / "token").read_text().strip()
+        app = await lineup.app()
+        task = asyncio.create_task(client.call_tool("choice", CHOICE))
+        await app.answer(await app.next_call(), selected="staging", index=0)
+        await asyncio.wait_for(task, 30)
+        with pytest.raises(StoreBusyError):
+            read_call_audit(data_dir / "lineup.sqlite3")  # the store is held: the file cannot be read
+        monkeypatch.setenv("LINEUP_PORT", lineup.env["LINEUP_PORT"])
+        monkeypatch.setenv("LINEUP_HOST", "0.0.0.0")  # asked on the loopback address
+        assert await asyncio.to_thread(main, ["stats", "--json", "--data-dir", str(data_dir)]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["calls"] == 1 and data["tools"]["choice"]["statuses"]["completed"]["count"] == 1
+        assert data["devices"]["phone"]["statuses"]["completed"]["count"] == 1
+        assert await asyncio.to_thread(main, ["stats", "--since", "1h", "--data-dir", str(data_dir)]) == 0
+        table = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert table[3][:3] == ["choice", "completed", "1"] and ["choice", "(all)", "1", "0.0%"] in table
+        await app.close()
+
+
+def test_stats_while_held_by_a_server_with_another_token_say_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "token").write_text("a-token-the-server-does-not-have\n")
+    (tmp_path / "token").chmod(0o600)
+    monkeypatch.setenv("LINEUP_PORT", "9")  # nothing listens on the discard port
+    with SQLiteStore(tmp_path / "lineup.sqlite3"):
+        assert main(["stats", "--data-dir", str(tmp_path)]) == 1
+    error = capsys.readouterr().err
+    assert "in use by the process serving the App" in error
+    assert "cannot ask the server at http://127.0.0.1:9/api/stats" in error
+
+
+async def test_the_server_answers_its_metering_to_the_token_only(tmp_path: Path) -> None:
+    from lineup_plugin import Hub, load_registry
+    from tests.transports.test_direct import TOKEN as SERVER_TOKEN
+    from tests.transports.test_direct import http_get, running
+
+    bearer = {"Authorization": f"Bearer {SERVER_TOKEN}"}
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    store.audit("call.created", call_id="c1", detail="choice")
+    store.audit("call.completed", call_id="c1", device_id="phone")
+    async with running(tmp_path, hub=Hub(load_registry(load_entrypoints=False), store=store)) as server:
+        status, _, body = await http_get(server.port, "/api/stats")
+        assert status == 401 and "missing token" in json.loads(body)["error"]
+        status, headers, body = await http_get(server.port, "/api/stats", bearer)
+        assert status == 200 and headers["content-type"] == "application/json"
+        assert json.loads(body)["tools"]["choice"]["statuses"]["completed"]["count"] == 1
+        status, _, body = await http_get(server.port, "/api/stats?since=9999999999", bearer)
+        assert status == 200 and json.loads(body)["calls"] == 0
+        for bad in ("yesterday", "nan", "inf", "1e999"):
+            status, _, body = await http_get(server.port, f"/api/stats?since={bad}", bearer)
+            assert status == 400 and "since: expected seconds since the epoch" in json.loads(body)["error"]
+    store.close()
+    async with running(tmp_path / "memory") as server:  # a hub with the memory store
+        status, _, body = await http_get(server.port, "/api/stats", bearer)
+        assert status == 503 and "store: memory" in json.loads(body)["error"]
+
+
+async def test_the_server_counts_page_by_page_what_lineup_stats_counts_at_once(tmp_path: Path) -> None:
+    from lineup_plugin.protocol.session import Audit
+    from lineup_plugin.transports.direct.api import STATS_PAGE, store_stats
+
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    records = []
+    for i in range(STATS_PAGE):  # four records a call: two pages and more
+        call_id = f"call_{i}"
+        status = ("completed", "rejected", "failed", "expired")[i % 4]
+        records += [
+            Audit("call.created", call_id, None, ("choice", "confirm")[i % 2]),
+            Audit("call.delivered", call_id, ("phone", "tablet")[i % 2], ""),
+            Audit("tools.declared", None, "phone", "torch"),  # not about a call: left out
+            Audit(f"call.{status}", call_id, "phone" if status != "expired" else None, ""),
+        ]
+    store.apply(records)
+    paged = (await store_stats(store, None)).as_json()
+    since = (await store_stats(store, 9e9)).as_json()
+    store.close()
+    assert paged == compute(read_call_audit(tmp_path / "lineup.sqlite3")).as_json()
+    assert paged["calls"] == STATS_PAGE and paged["tools"]["confirm"]["calls"] == STATS_PAGE // 2
+    assert since["calls"] == 0

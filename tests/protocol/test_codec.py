@@ -13,9 +13,14 @@ from lineup_plugin.protocol.messages import (
     Actor,
     AgentStatus,
     AgentStop,
+    Attachment,
     DeviceHello,
     DeviceWelcome,
     Error,
+    FileBegin,
+    FileChunk,
+    FileStored,
+    MessageDelta,
     Text,
     ToolAck,
     ToolCall,
@@ -26,6 +31,7 @@ from lineup_plugin.protocol.messages import (
 
 AGENT = Actor(kind="agent", id="agent")
 DEVICE = Actor(kind="device", id="phone")
+SHA = "ab" * 32
 
 SAMPLES = [
     DeviceHello(device_id="phone", app_version="1.0", token="secret-token-123456"),
@@ -38,6 +44,11 @@ SAMPLES = [
     AgentStatus(state="thinking", detail="reading"),
     AgentStop(reason="user"),
     Text(text="你好"),
+    Text(text="look", message_id="m1", attachments=[Attachment(id=SHA, name="a.png", mime="image/png", size=3)]),
+    MessageDelta(message_id="m1", seq=0, text="Hel"),
+    FileBegin(upload_id="u1", name="a.png", mime="image/png", size=3, sha256=SHA),
+    FileChunk(upload_id="u1", seq=0, data="AAEC"),
+    FileStored(upload_id="u1", file=Attachment(id=SHA, name="a.png", mime="image/png", size=3, url="/media/x")),
     Error(code="bad", message="no"),
 ]
 

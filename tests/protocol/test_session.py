@@ -625,6 +625,37 @@ def test_second_answer_from_the_other_device_is_refused_call_closed() -> None:
     assert rig.records.calls["c1"].result.result == {"selected": "a"}
 
 
+def test_an_answer_from_another_surface_wins_and_every_device_is_told_answered_elsewhere() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.connect("laptop")
+    rig.start("c1")
+
+    assert rig.session.answer_from("mcp-host", result("c1", "b")) is None
+    batch = rig.drain()
+
+    [ended] = batch.ended
+    assert ended.state == CallState.COMPLETED and ended.result is not None and ended.result.result == {"selected": "b"}
+    for device in ("phone", "laptop"):
+        assert [(c.call_id, c.reason) for c in cancels(batch, device)] == [("c1", ANSWERED_ELSEWHERE)]
+    assert [(a.event, a.device_id) for a in audits(batch)] == [("call.completed", "mcp-host")]
+
+
+def test_an_answer_from_another_surface_after_a_device_answered_is_refused_saying_how_it_ended() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.start("c1")
+    rig.send("phone", result("c1", "a"))
+
+    refused = rig.session.answer_from("mcp-host", result("c1", "b"))
+
+    assert refused == "call 'c1' already ended as completed; this answer was not applied"
+    assert rig.session.answer_from("mcp-host", result("nope")) == "unknown call 'nope'; the answer was not applied"
+    batch = rig.drain()
+    assert batch.ended == [] and sent(batch, "phone") == []
+    assert rig.records.calls["c1"].result is not None and rig.records.calls["c1"].result.result == {"selected": "a"}
+
+
 # ----------------------------------------------------------------------------------- cancel
 
 
@@ -819,6 +850,72 @@ def test_recovered_call_card_is_closed_with_the_restart_reason_when_the_app_reco
         ("c1", f"this call already ended (cancelled): {RESTARTED}")
     ]
     assert payloads(batch, "phone", ToolCall) == []
+
+
+def _forwarded(call_id: str, *, expires_in: float) -> Call:
+    call = _pending(call_id, expires_in=expires_in)
+    call.forwarded = True
+    return call
+
+
+def test_a_hand_over_keeps_forwarded_calls_live_for_their_claim_and_closes_the_servers_own() -> None:
+    own, asked = _pending("own", expires_in=60), _forwarded("asked", expires_in=60)
+    records = FakeRecords(calls=[own, asked, _forwarded("late", expires_in=-1)])
+    rig = Rig(records=records)
+
+    closed = rig.session.recover(reclaim=15.0)
+    rig.drain()
+
+    assert {call.call_id: call.state for call in closed} == {"own": CallState.CANCELLED, "late": CallState.EXPIRED}
+    assert rig.session.live_call("asked") is not None and not rig.records.calls["asked"].done
+    assert rig.session.next_deadline() == START + 15.0  # the claim's, before the call's own deadline
+    batch = rig.connect("phone", open_calls=["asked", "own"])
+    assert [call.call_id for call in payloads(batch, "phone", ToolCall)] == ["asked"]  # redelivered
+    assert [c.call_id for c in cancels(batch, "phone")] == ["own"]
+
+
+def test_a_claimed_call_lives_to_its_own_deadline_and_an_unclaimed_one_ends_cancelled_after_the_grace() -> None:
+    rig = Rig(records=FakeRecords(calls=[_forwarded("mine", expires_in=60.0), _forwarded("orphan", expires_in=60.0)]))
+    rig.session.recover(reclaim=15.0)
+    rig.drain()
+    rig.connect("phone")
+
+    assert rig.session.claim("mine") and not rig.session.claim("mine")  # once
+    rig.clock.advance(15.0)
+    assert rig.session.tick() == 1
+    batch = rig.drain()
+
+    assert rig.records.calls["orphan"].state is CallState.CANCELLED
+    assert [(c.call_id, c.reason) for c in cancels(batch, "phone")] == [("orphan", RESTARTED)]
+    assert rig.session.live_call("mine") is not None
+    assert rig.session.next_deadline() == START + 60.0
+    rig.clock.advance(45.0)
+    assert rig.session.tick() == 1 and rig.drain()
+    assert rig.records.calls["mine"].state is CallState.EXPIRED
+
+
+def test_starting_a_recovered_call_again_by_id_claims_it_and_gives_it_back_as_it_stands() -> None:
+    rig = Rig(records=FakeRecords(calls=[_forwarded("c1", expires_in=60.0)]))
+    rig.session.recover(reclaim=15.0)
+    rig.drain()
+
+    again = rig.session.start_call(ToolCall(call_id="c1", name="choice"), wait=600.0)
+
+    assert again.expires_at == START + 60.0 and not rig.drain().changes  # not a new call
+    rig.clock.advance(20.0)
+    assert rig.session.tick() == 0  # claimed: the grace does not end it
+
+
+def test_a_released_call_is_neither_ended_nor_told_and_its_deadline_is_gone() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    call, _ = rig.start("c1", wait=30.0)
+
+    assert rig.session.release("c1") is call and rig.session.release("c1") is None
+    batch = rig.drain()
+
+    assert not batch and not rig.records.calls["c1"].done  # pending in the records, for the next process
+    assert rig.session.live_call("c1") is None and rig.session.next_deadline() is None
 
 
 # ---------------------------------------------------------------------------- ordering invariant

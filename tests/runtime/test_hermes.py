@@ -24,7 +24,7 @@ from lineup_plugin.plugins import (
     remember_function_schemas,
     third_party_plugins,
 )
-from lineup_plugin.protocol.messages import ToolCancel, ToolResult
+from lineup_plugin.protocol.messages import Origin, ToolCancel, ToolResult
 from lineup_plugin.runtime.base import result_json
 from lineup_plugin.runtime.hermes import common, compat
 from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
@@ -505,3 +505,11 @@ def test_kept_schemas_are_used_only_for_the_same_plugins(tmp_path: Path) -> None
     assert cached_function_schemas(tmp_path, {"LINEUP_BLOCK_PLUGINS": "weather"}) is None
     (tmp_path / SCHEMA_CACHE).write_text("{not json")
     assert cached_function_schemas(tmp_path) is None
+
+
+def test_a_cron_jobs_or_subagents_call_names_its_session_kind() -> None:
+    from lineup_plugin.runtime.hermes.common import hermes_origin
+
+    assert hermes_origin("cron_nightly_20261130_230000", "") == Origin(kind="cron", label="nightly")
+    assert hermes_origin("20261130_x", "subagent-2-ab12cd34") == Origin(kind="subagent", label="2-ab12cd34")
+    assert hermes_origin("20261130_x", "task-1") is None  # the process's own kind then

@@ -29,6 +29,11 @@ PACKAGE = Path(compat.__file__).resolve().parents[2]
 #: ``module:Class.method(param)`` a method taking ``param``; ``module::text`` text in the module's source.
 RELIES_ON: dict[str, list[str]] = {
     "approval_pending": ["tools.approval:has_blocking_approval"],
+    "cache_media": [
+        "gateway.platforms.base:cache_media_bytes(filename)",
+        "gateway.platforms.base:cache_media_bytes(mime_type)",
+        "gateway.platforms.base::class CachedMedia",
+    ],
     "clarify_pending": ["tools.clarify_gateway:_entries", "tools.clarify_gateway:has_pending"],
     "clarify_timeout": ["tools.clarify_gateway:get_clarify_timeout"],
     "cli_agent_running": ["cli:HermesCLI.self._agent_running", "cli:HermesCLI.self.agent"],
@@ -54,6 +59,16 @@ RELIES_ON: dict[str, list[str]] = {
         "gateway.platforms.base:BasePlatformAdapter.handle_message",
         "gateway.platforms.base:MessageEvent",
         "gateway.platforms.base:MessageType.TEXT",
+        "gateway.platforms.base:MessageType.PHOTO",
+        "gateway.platforms.base:MessageType.DOCUMENT",
+        "gateway.platforms.base::media_urls: List[str]",
+        "gateway.platforms.base::media_types: List[str]",
+        "gateway.platforms.base:BasePlatformAdapter.edit_message(finalize)",
+        "gateway.platforms.base:BasePlatformAdapter.REQUIRES_EDIT_FINALIZE",
+        "gateway.platforms.base:BasePlatformAdapter.send_image_file(image_path)",
+        "gateway.platforms.base:BasePlatformAdapter.send_document(file_name)",
+        "gateway.platforms.base:BasePlatformAdapter.send_video(video_path)",
+        'gateway.run::getattr(_adapter, "SUPPORTS_MESSAGE_EDITING", True)',
         "gateway.platforms.base:SendResult",
         "gateway.config:Platform",
     ],
@@ -63,6 +78,17 @@ RELIES_ON: dict[str, list[str]] = {
     "resolve_clarify": ["tools.clarify_gateway:resolve_gateway_clarify"],
     "set_fatal_error": ["gateway.platforms.base:BasePlatformAdapter._set_fatal_error(retryable)"],
     "slash_commands_loaded": ["hermes_cli.commands:resolve_command"],
+    "stream_by_default": [
+        "gateway.display_config:_PLATFORM_DEFAULTS",
+        'gateway.display_config::plat_defaults.get(setting)',
+        "gateway.run::_plat_streaming is None",
+    ],
+    "stream_cursor": [
+        "gateway.config:DEFAULT_STREAMING_CURSOR",
+        "gateway.config:StreamingConfig().cursor",
+        "gateway.run:GatewayRunner.self.config",
+        "gateway.platforms.base:BasePlatformAdapter.gateway_runner",
+    ],
     "store_plugin_command": [
         "hermes_cli.plugins:PluginManager()._plugin_commands",
         "hermes_cli.plugins:PluginContext.self.manifest",

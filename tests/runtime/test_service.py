@@ -18,7 +18,6 @@ from lineup_plugin.config.settings import Settings
 from lineup_plugin.hub import failure
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
-from lineup_plugin.runtime.base import AgentRuntime, ToolHandler
 from lineup_plugin.runtime.lock import ServerLock
 from lineup_plugin.runtime.service import (
     INTERACTIVE_APP_GRACE,
@@ -28,6 +27,7 @@ from lineup_plugin.runtime.service import (
     app_grace,
 )
 from lineup_plugin.transports.direct.server import DirectServer
+from tests.runtime.fake_runtime import FakeRuntime
 from tests.wsapp import WsApp
 
 CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
@@ -36,46 +36,6 @@ FLASHLIGHT = {
     "type": "action",
     "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}},
 }
-
-
-class FakeRuntime(AgentRuntime):
-    """A runtime that records what the service asks of it; it takes App text only if ``taking``."""
-
-    name = "fake"
-    label = "Fake"
-
-    def __init__(self) -> None:
-        self.tools: dict[str, ToolHandler] = {}
-        self.messages: list[tuple[str, str]] = []
-        self.interrupts: list[str | None] = []
-        self.refreshed = threading.Event()
-        self.taking = True
-
-    def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
-        self.tools[schema["name"]] = handler
-
-    def unregister_tool(self, name: str) -> None:
-        self.tools.pop(name, None)
-
-    def tools_changed(self) -> None:
-        self.refreshed.set()
-
-    def is_interrupted(self) -> bool:
-        return False
-
-    def heartbeat(self, label: str, started: float) -> None:
-        pass
-
-    def deliver_message(self, text: str, *, sender: str) -> bool:
-        self.messages.append((sender, text))
-        return self.taking
-
-    def interrupt(self, message: str | None = None) -> bool:
-        self.interrupts.append(message)
-        return True
-
-    def steer(self, text: str) -> bool:
-        return False
 
 
 @pytest.fixture
@@ -208,7 +168,7 @@ async def test_app_text_goes_to_the_runtime_and_the_app_hears_when_nobody_takes_
     finally:
         await app.close()
     assert runtime.messages == [("phone", "hello"), ("phone", "anyone?")]
-    assert refused == Text(text=NOT_TAKING_MESSAGES)
+    assert isinstance(refused, Text) and refused.text == NOT_TAKING_MESSAGES
 
 
 async def test_the_stop_button_interrupts_the_run_then_closes_the_open_cards(

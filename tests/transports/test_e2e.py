@@ -1,4 +1,4 @@
-"""End-to-end encryption and pairing on the agent's side: the channel, the pairing file, GET /pair,
+"""End-to-end encryption and pairing on the agent's side: the channel, the pairing file, GET /api/pair,
 and the relay refusing what is not sealed for a paired device (through the fake WuKongIM)."""
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ async def test_transport_for_mode_both_runs_direct_and_relay_and_pairs_over_http
     key = b64url(X25519PrivateKey.generate().public_key().public_bytes_raw())
     async with transport:
         assert "direct mode" in transport.describe() and "relay mode" in transport.describe()
-        url = f"http://127.0.0.1:{transport.direct.port}/pair"
+        url = f"http://127.0.0.1:{transport.direct.port}/api/pair"
         async with httpx.AsyncClient() as http:
             wrong = await http.get(url, headers={"Authorization": "Bearer nope", "X-LineUp-Key": key})
             missing = await http.get(url, headers={"X-LineUp-Key": key})
@@ -291,7 +291,8 @@ async def test_transport_for_mode_both_runs_direct_and_relay_and_pairs_over_http
 async def test_pair_is_not_found_without_a_relay(tmp_path: Path) -> None:
     settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
     async with DirectServer.from_settings(make_hub(), settings) as server, httpx.AsyncClient() as http:
-        response = await http.get(f"http://127.0.0.1:{server.port}/pair", headers={"Authorization": f"Bearer {TOKEN}"})
+        url = f"http://127.0.0.1:{server.port}/api/pair"
+        response = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 404
 
 
@@ -330,7 +331,7 @@ async def test_lineup_pair_link_status_and_errors(
 async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: FakeWuKongIM, tmp_path: Path) -> None:
     hub = make_hub()
     pairings = Pairings(tmp_path, AGENT, APP)
-    wk = WuKongIMSettings(api_url=im.api_url, ws_url=im.ws_url, uid=AGENT, app_uid=APP)
+    wk = WuKongIMSettings(api_url=im.api_url, ws_url=im.ws_url, uid=AGENT, app_uid=APP, text_cards="never")
     async with Relay(wk, hub, timers=FAST, pairings=pairings) as relay:
         with anyio.fail_after(GUARD):
             await relay.connected.wait()

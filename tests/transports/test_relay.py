@@ -37,6 +37,7 @@ def make_hub(**options: Any) -> Hub:
 
 @asynccontextmanager
 async def running_relay(server: FakeWuKongIM, hub: Hub, timers: Timers = FAST, **settings: Any) -> AsyncIterator[Relay]:
+    settings.setdefault("text_cards", "never")  # PyApp speaks LineUp without a hello first (text: test_textmode_relay)
     config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, **settings)
     relay = Relay(config, hub, timers=timers)
     async with anyio.create_task_group() as tg:

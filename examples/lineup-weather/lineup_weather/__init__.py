@@ -1,7 +1,8 @@
-"""An example LineUp plugin: one in-process tool and one App tool, registered with the hook."""
+"""An example LineUp plugin: one in-process tool, and one App tool with its own App renderer (rating.js)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import lineup_plugin
@@ -26,6 +27,11 @@ RATING = {
         "properties": {"subject": {"type": "string", "description": "what to rate"}},
         "required": ["subject"],
     },
+    "outputSchema": {
+        "type": "object",
+        "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["stars"],
+    },
 }
 
 
@@ -34,3 +40,9 @@ def register_tools(register):  # type: ignore[no-untyped-def]
     """Register the weather tool (runs in the agent) and the rating tool (lives on the App)."""
     register(weather)
     register(RATING)
+
+
+@lineup_plugin.hookimpl
+def register_renderers(register):  # type: ignore[no-untyped-def]
+    """Ship the App renderer of the rating tool: five stars (served by LineUp from the App's origin)."""
+    register("rating", Path(__file__).parent / "rating.js")

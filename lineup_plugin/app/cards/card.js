@@ -2,6 +2,23 @@
 
 import { h, uid } from "../dom.js";
 
+/** How the card names the agent session that asks (tool.call `origin`), e.g. "CLI · hermes". */
+const ORIGIN_TEXT = {
+  cli: "CLI",
+  chat: "One-shot chat",
+  gateway: "Gateway chat",
+  cron: "Cron job",
+  subagent: "Subagent",
+  mcp: "MCP client",
+  process: "Agent process",
+};
+
+export function originText(origin) {
+  if (!origin || typeof origin !== "object") return "";
+  const kind = ORIGIN_TEXT[origin.kind] ?? "Agent";
+  return typeof origin.label === "string" && origin.label ? `${kind} · ${origin.label}` : kind;
+}
+
 const STATUS_TEXT = {
   completed: "Done",
   rejected: "Rejected",
@@ -24,13 +41,25 @@ export class Card {
     this.dismissed = false;
     this.body = h("fieldset", { class: "card-body" });
     this.outcome = h("p", { class: "card-outcome", role: "status", hidden: true });
+    this.tag = h("span", { class: "card-tag" }, label);
     this.el = h(
       "article",
       { class: "card", tabindex: "-1", "data-call-id": call.call_id, "data-tool": call.name, "data-state": "waiting" },
-      h("header", { class: "card-head" }, h("span", { class: "card-tag" }, label)),
+      h(
+        "header",
+        { class: "card-head" },
+        this.tag,
+        call.origin ? h("span", { class: "card-origin", title: "Which agent session asks" }, originText(call.origin)) : null,
+      ),
       this.body,
       this.outcome,
     );
+  }
+
+  /** Take a renderer's label and whether it waits for the user (a plugin's is known once loaded). */
+  use({ label, interactive }) {
+    this.tag.textContent = label;
+    this.interactive = interactive;
   }
 
   /** Whether the card takes no more answers (answered here, or dismissed). */

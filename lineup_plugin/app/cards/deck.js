@@ -7,9 +7,11 @@ import { canvas } from "./canvas.js";
 import { choice } from "./choice.js";
 import { confirm } from "./confirm.js";
 import { input } from "./input.js";
+import { PluginRenderers, broken } from "./plugins.js";
 import { unsupported } from "./unsupported.js";
+import { h } from "../dom.js";
 
-/** Renderer of each App tool; `interactive` ones wait for the user, the others answer at once. */
+/** Renderer of each built-in App tool; `interactive` ones wait for the user, the others answer at once. */
 export const RENDERERS = { choice, confirm, input, calculator, canvas };
 
 export class Deck {
@@ -17,8 +19,10 @@ export class Deck {
   constructor({ show, send, boards }) {
     this.show = show;
     this.send = send;
-    this.context = { boards };
+    this.context = { boards, h };
     this.cards = new Map();
+    /** renderers plugins ship for their tools (refreshed on every welcome) */
+    this.plugins = new PluginRenderers();
   }
 
   /** A tool.call arrived. A repeated call_id is not shown again: it is re-acknowledged or re-answered. */
@@ -31,17 +35,47 @@ export class Deck {
       else if (!known.dismissed && known.interactive) this.send("tool.ack", { call_id: callId, stage: "waiting_user" });
       return;
     }
-    const renderer = Object.hasOwn(RENDERERS, request.name) ? RENDERERS[request.name] : unsupported;
-    const card = new Card(request, this.send, renderer);
+    if (Object.hasOwn(RENDERERS, request.name)) {
+      const renderer = RENDERERS[request.name];
+      const card = new Card(request, this.send, renderer);
+      this.cards.set(callId, card);
+      if (!renderer.interactive) this.send("tool.ack", { call_id: callId, stage: "acknowledged" });
+      this.draw(card, renderer);
+      return;
+    }
+    // Another tool: its plugin's renderer, loaded first (the card exists meanwhile: repeats and cancels find it).
+    const card = new Card(request, this.send, { label: request.name, interactive: true });
     this.cards.set(callId, card);
-    if (!renderer.interactive) this.send("tool.ack", { call_id: callId, stage: "acknowledged" });
-    try {
-      renderer.render(card, request.arguments ?? {}, this.context);
-    } catch (error) {
-      card.answer("failed", { message: `the App could not show this call: ${error.message}` });
+    this.send("tool.ack", { call_id: callId, stage: "acknowledged" });
+    this.plugins
+      .find(request.name)
+      .then((renderer) => renderer ?? unsupported, (error) => broken(request.name, error))
+      .then((renderer) => {
+        card.use(renderer);
+        this.draw(card, renderer);
+      });
+  }
+
+  /** Render `card` with `renderer`, show it, and say it waits for the user if it does. */
+  draw(card, renderer) {
+    const request = card.call;
+    if (!card.closed) {
+      try {
+        const drawn = renderer.render(card, request.arguments ?? {}, this.context);
+        if (drawn && typeof drawn.then === "function") drawn.catch((error) => this.failed(card, error));
+      } catch (error) {
+        this.failed(card, error);
+      }
     }
     if (renderer.visible?.(request) ?? true) this.show(card.el);
-    if (renderer.interactive && !card.closed) this.send("tool.ack", { call_id: callId, stage: "waiting_user" });
+    if (renderer.interactive && !card.closed) {
+      this.send("tool.ack", { call_id: request.call_id, stage: "waiting_user" });
+    }
+  }
+
+  /** A renderer threw: the agent gets `failed` (if the card was not answered yet), the App goes on. */
+  failed(card, error) {
+    card.answer("failed", { message: `the App could not show this call: ${error?.message || error}` });
   }
 
   /** tool.cancel: the call ended elsewhere (answered on another device, expired, stopped...). */

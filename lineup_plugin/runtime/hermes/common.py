@@ -13,7 +13,7 @@ from . import compat
 
 if TYPE_CHECKING:
     from ...hub import Hub
-    from ...protocol.messages import ToolResult
+    from ...protocol.messages import Origin, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,19 @@ def process_role() -> str:
     except Exception:  # pragma: no cover - Hermes internals moved (the compat test names it)
         pass
     return "process"
+
+
+def hermes_origin(session_id: str, task_id: str) -> Origin | None:
+    """A Hermes tool call's session as the App names it: a ``delegate_task`` subagent (task id
+    ``subagent-…``), a cron job (session ``cron_<job>_<time>``), else None (the process's kind)."""
+    from ...protocol.messages import Origin  # at run time: off the start path
+
+    if task_id.startswith("subagent-"):
+        return Origin(kind="subagent", label=task_id.removeprefix("subagent-")[:120] or None)
+    if session_id.startswith("cron_"):
+        job = session_id.removeprefix("cron_").rsplit("_", 2)[0]
+        return Origin(kind="cron", label=job[:120] or None)
+    return None
 
 
 def clarify_card(question: str, choices: list[str] | None) -> tuple[str, dict[str, Any]]:

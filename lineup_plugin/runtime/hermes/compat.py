@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "approval_pending",
+    "cache_media",
     "clarify_pending",
     "clarify_timeout",
     "cli_agent_running",
@@ -41,6 +42,8 @@ __all__ = [
     "set_fatal_error",
     "slash_commands_loaded",
     "store_plugin_command",
+    "stream_by_default",
+    "stream_cursor",
     "takes_messages",
     "touch_activity",
 ]
@@ -202,6 +205,47 @@ def mark_disconnected(adapter: Any) -> None:
 def set_fatal_error(adapter: Any, code: str, message: str, *, retryable: bool) -> None:
     """Report why the platform cannot connect (``BasePlatformAdapter._set_fatal_error``)."""
     adapter._set_fatal_error(code, message, retryable=retryable)
+
+
+def stream_cursor(adapter: Any) -> str:
+    """The cursor the gateway's stream consumer puts after a reply still being written.
+
+    ``gateway_runner.config.streaming.cursor`` (default ``gateway.config.DEFAULT_STREAMING_CURSOR``).
+    """
+    streaming = getattr(getattr(getattr(adapter, "gateway_runner", None), "config", None), "streaming", None)
+    cursor = getattr(streaming, "cursor", None)
+    if isinstance(cursor, str):
+        return cursor
+    from gateway.config import DEFAULT_STREAMING_CURSOR
+
+    return str(DEFAULT_STREAMING_CURSOR)
+
+
+def stream_by_default(platform: str) -> None:
+    """Stream replies on ``platform`` unless the user's config says otherwise.
+
+    Adds ``streaming: True`` to the platform's built-in display defaults
+    (``gateway.display_config._PLATFORM_DEFAULTS``). The gateway reads a per-platform value in
+    place of the top-level ``streaming.enabled``; ``display.platforms.<platform>.streaming: false``
+    in the user's config still turns it off.
+    """
+    from gateway.display_config import _PLATFORM_DEFAULTS
+
+    _PLATFORM_DEFAULTS.setdefault(platform, {}).setdefault("streaming", True)
+
+
+def cache_media(data: bytes, name: str, mime: str) -> tuple[str, str, str]:
+    """Keep an App file where Hermes keeps platform media (``gateway.platforms.base.cache_media_bytes``).
+
+    Returns ``(path, media type, kind)``, kind being ``image``, ``video``, ``audio`` or
+    ``document``. Raises ValueError when Hermes refuses the bytes (an "image" that is not one).
+    """
+    from gateway.platforms.base import cache_media_bytes
+
+    cached = cache_media_bytes(data, filename=name, mime_type=mime)
+    if cached is None:
+        raise ValueError(f"{name!r} is not a valid {mime} file")
+    return str(cached.path), str(cached.media_type), str(cached.kind)
 
 
 def takes_messages(adapter: Any) -> bool:

@@ -3,7 +3,12 @@
 Text typed in the App becomes a gateway :class:`MessageEvent` in the App user's session, so
 Hermes' own rules for a busy agent (``display.busy_input_mode``: interrupt, queue or steer)
 apply to it; the agent's replies come back through :meth:`LineUpAdapter.send` as ``text``
-messages. Hermes' ``clarify`` is shown as a ``choice`` card (an ``input`` card when it has no
+messages. Replies stream: the gateway's stream consumer sends the start of a reply and edits it
+as the model writes (:meth:`LineUpAdapter.edit_message`); each edit becomes a ``message.delta``
+and the final edit the ``text`` that settles it, under one message id. Files the App sends
+reach the model as the gateway's media (``media_urls``: images as image input, other files as
+documents); the agent's images and files (``send_image_file``, ``send_document``) reach the
+App as attachments. Hermes' ``clarify`` is shown as a ``choice`` card (an ``input`` card when it has no
 choices) and a dangerous-command approval as a ``confirm`` card; the App's stop button is
 Hermes' ``/stop``.
 
@@ -23,9 +28,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import mimetypes
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import MediaError
 from ...protocol import codec
 from . import compat
 from .common import (
@@ -41,6 +50,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...hub import Hub
+    from ...media import StoredFile
     from ...protocol.messages import ToolResult
     from .runtime import HermesRuntime
 
@@ -57,12 +68,18 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
 
     authorization_is_upstream = True
     supports_async_delivery = True
+    #: the gateway's stream consumer edits a streamed reply; its last edit says ``finalize``
+    SUPPORTS_MESSAGE_EDITING = True
+    REQUIRES_EDIT_FINALIZE = True
+    #: the App shows long replies whole (the gateway splits longer ones)
+    MAX_MESSAGE_LENGTH = 32_000
 
     def __init__(self, config: Any, runtime: HermesRuntime) -> None:
         super().__init__(config=config, platform=_api.Platform(PLATFORM))
         self.runtime = runtime
         self.svc = runtime.service
         self._loop: asyncio.AbstractEventLoop | None = None
+        compat.stream_by_default(PLATFORM)
 
     @property
     def name(self) -> str:
@@ -105,15 +122,40 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
-        """An agent reply: a ``text`` message to every device of the App user."""
-        sent = self.svc.on_hub(lambda hub: hub.send_text(content))
+        """An agent reply to every device of the App user: a ``text``, or the start of a streamed one.
+
+        The stream consumer's first piece of a reply ends with its cursor: it goes out as a
+        ``message.delta``, and the edits that follow reuse the message id returned here.
+        """
+        return await self._reply(codec.new_id("msg"), content, finalize=False)
+
+    async def edit_message(self, chat_id: str, message_id: str, content: str, *, finalize: bool = False) -> Any:
+        """The reply ``message_id`` reads ``content`` now: a ``message.delta`` while it is being written,
+        else (``finalize``, or an edit of a settled message such as a tool-progress line) the ``text``
+        that settles it under the same id."""
+        return await self._reply(message_id, content, finalize=finalize)
+
+    async def _reply(self, message_id: str, content: str, *, finalize: bool) -> Any:
+        """A reply as the App shows it: without the cursor, nor the blank lines Hermes puts before
+        the text that follows a tool call."""
+        cursor = compat.stream_cursor(self)
+        writing = bool(cursor) and content.endswith(cursor) and not finalize
+        if writing:
+            text = content[: -len(cursor)].lstrip()
+            return await self._to_hub(lambda hub: hub.stream_text(message_id, text), message_id)
+        settled = content.strip()
+        return await self._to_hub(lambda hub: hub.send_text(settled, message_id=message_id), message_id)
+
+    async def _to_hub(self, func: Callable[[Hub], Awaitable[Any]], message_id: str) -> Any:
+        """Run ``func(hub)`` on the server's loop and wait for it: the gateway's SendResult."""
+        sent = self.svc.on_hub(func)
         if sent is None:
             return _api.SendResult(success=False, error="the LineUp server is not running")
         try:
             await asyncio.wait_for(asyncio.wrap_future(sent), SUBMIT_TIMEOUT)
         except Exception as exc:
-            return _api.SendResult(success=False, error=str(exc))
-        return _api.SendResult(success=True, message_id=codec.new_id("text"))
+            return _api.SendResult(success=False, error=str(exc) or type(exc).__name__)
+        return _api.SendResult(success=True, message_id=message_id)
 
     async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
         """The App shows the agent's status (``agent.status``) instead of a typing indicator."""
@@ -163,11 +205,13 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
 
     # App → gateway -----------------------------------------------------------------------
 
-    def deliver_text(self, text: str, sender: str) -> bool:
-        """Thread-safe: hand App text to the gateway as a message of the App user's session."""
-        return self.submit_text(text, sender) is not None
+    def deliver_text(self, text: str, sender: str, files: Sequence[StoredFile] = ()) -> bool:
+        """Thread-safe: App text (and the files sent with it) as a gateway message of the App user's session."""
+        return self.submit_text(text, sender, files) is not None
 
-    def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None] | None:
+    def submit_text(
+        self, text: str, sender: str, files: Sequence[StoredFile] = ()
+    ) -> concurrent.futures.Future[None] | None:
         """Like :meth:`deliver_text`; the future is done once the gateway has taken the message in.
 
         For a command such as ``/stop`` that is when the command has run. None when the gateway
@@ -176,6 +220,15 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         loop = self._loop
         if loop is None or loop.is_closed() or not compat.takes_messages(self):
             return None
+        return asyncio.run_coroutine_threadsafe(self._message(text, sender, list(files)), loop)
+
+    async def _message(self, text: str, sender: str, files: list[StoredFile]) -> None:
+        """One gateway message. Files are copied where Hermes keeps platform media (``media_urls``)."""
+        media = [await asyncio.to_thread(_cached, file) for file in files]
+        kinds = {kind for _, _, kind in media}
+        message_type = _api.MessageType.TEXT
+        if kinds:
+            message_type = _api.MessageType.PHOTO if kinds == {"image"} else _api.MessageType.DOCUMENT
         source = self.build_source(
             chat_id=APP_CHAT,
             chat_name="LineUp App",
@@ -185,12 +238,71 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         )
         event = _api.MessageEvent(
             text=text,
-            message_type=_api.MessageType.TEXT,
+            message_type=message_type,
             source=source,
             message_id=codec.new_id("msg"),
             timestamp=datetime.now(),
+            media_urls=[path for path, _, _ in media],
+            media_types=[mime for _, mime, _ in media],
         )
-        return asyncio.run_coroutine_threadsafe(self.handle_message(event), loop)
+        await self.handle_message(event)
+
+    # agent files → App -------------------------------------------------------------------
+
+    async def send_image_file(
+        self,
+        chat_id: str,
+        image_path: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """An image the agent made or found: shown in the App (kept in LineUp's media store)."""
+        return await self._send_file(image_path, caption, None)
+
+    async def send_document(
+        self,
+        chat_id: str,
+        file_path: str,
+        caption: str | None = None,
+        file_name: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A file from the agent: a download in the App."""
+        return await self._send_file(file_path, caption, file_name)
+
+    async def send_video(self, chat_id: str, video_path: str, caption: str | None = None, **kwargs: Any) -> Any:
+        """A video from the agent: a download in the App."""
+        return await self._send_file(video_path, caption, None)
+
+    async def _send_file(self, path: str, caption: str | None, name: str | None) -> Any:
+        limit = self.svc.settings.max_file_bytes
+        try:
+            data = await asyncio.to_thread(_read_bounded, Path(path), limit)
+        except (OSError, MediaError) as exc:
+            log.warning("lineup: cannot send %s to the App: %s", Path(path).name, exc)
+            return _api.SendResult(success=False, error=str(exc))
+        name = name or Path(path).name
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        message_id = codec.new_id("msg")
+        return await self._to_hub(lambda hub: hub.send_file(caption or "", data, name, mime), message_id)
+
+
+def _cached(file: StoredFile) -> tuple[str, str, str]:
+    """``file`` where Hermes keeps platform media: ``(path, media type, kind)``."""
+    return compat.cache_media(file.path.read_bytes(), file.name, file.mime)
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``; MediaError when it is larger than ``limit``."""
+    with path.open("rb") as source:
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise MediaError("file_too_large", f"{path.name} is larger than {limit:,} bytes")
+    return data
 
 
 class _ClarifyAnswer(Answer):

@@ -27,6 +27,7 @@ before it used LineUp) never reach the App.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -38,13 +39,27 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..base import AgentRuntime, ToolHandler
 from ..service import LineUpService
 from . import compat
-from .common import EMOJI, PLATFORM, TOOLSET, clarify_answer, clarify_card, clarify_timeout, process_role
+from .common import (
+    EMOJI,
+    PLATFORM,
+    TOOLSET,
+    clarify_answer,
+    clarify_card,
+    clarify_timeout,
+    hermes_origin,
+    process_role,
+)
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
+    from ...media import StoredFile
+    from ...protocol.messages import Origin
     from ...tools.registry import Registry
 
 log = logging.getLogger(__name__)
+
+#: the Hermes session and task ids of the tool call running in this context (thread)
+_ASKING: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("lineup_asking", default=("", ""))
 
 #: how long the App's stop waits for the gateway to run ``/stop`` before closing the cards anyway
 STOP_TIMEOUT = 15.0
@@ -315,8 +330,13 @@ class HermesRuntime(AgentRuntime):
         """Register ``schema`` in Hermes' tool registry (toolset ``lineup``) through ``ctx``."""
 
         def hermes_handler(args: Mapping[str, Any], **context: Any) -> str:
-            self.app_sessions.join(str(context.get("session_id") or ""))
-            return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
+            session_id, task_id = str(context.get("session_id") or ""), str(context.get("task_id") or "")
+            self.app_sessions.join(session_id)
+            asking = _ASKING.set((session_id, task_id))
+            try:
+                return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
+            finally:
+                _ASKING.reset(asking)
 
         hermes_handler.__name__ = f"lineup_{schema['name']}"
         self.ctx.register_tool(
@@ -339,6 +359,11 @@ class HermesRuntime(AgentRuntime):
                 compat.refresh_agent_tools(agent)
             except Exception:
                 log.debug("could not refresh an agent's tools", exc_info=True)
+
+    def call_origin(self) -> Origin | None:
+        """A cron job's or subagent's call says so (by Hermes' session and task ids); else None (the process's kind)."""
+        session_id, task_id = _ASKING.get()
+        return hermes_origin(session_id, task_id)
 
     def may_print(self) -> bool:
         """No link or QR code on the terminal of ``hermes chat -Q`` (quiet: only the reply is printed)."""
@@ -376,6 +401,14 @@ class HermesRuntime(AgentRuntime):
         if host is self.cli:
             self.join_cli_session()
         return host.deliver(text, sender)
+
+    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+        """Gateway: one message of the App user's session with the files as its media (images are
+        image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
+        adapter = self.gateway.adapter
+        if adapter is not None:
+            return bool(adapter.deliver_text(text, sender, files))
+        return super().deliver_files(text, files, sender=sender)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""

@@ -36,13 +36,19 @@ class Waiting:
     :data:`PROGRESS_EVERY` seconds) and must return quickly; it is not called once cancelled.
     """
 
-    def __init__(self, report: Callable[[float, str], None] | None = None) -> None:
+    def __init__(
+        self, report: Callable[[float, str], None] | None = None, on_beat: Callable[[], None] | None = None
+    ) -> None:
         self.cancelled = threading.Event()
         self._report = report
+        #: called on every heartbeat (the call is being waited for: an MCP Apps card page may look for it)
+        self.on_beat = on_beat
         self._last: float | None = None
 
     def beat(self, label: str, started: float) -> None:
         """A heartbeat of the blocking call: report progress when one is due."""
+        if self.on_beat is not None:
+            self.on_beat()
         if self._report is None or self.cancelled.is_set():
             return
         now = time.monotonic()

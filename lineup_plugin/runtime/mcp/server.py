@@ -18,12 +18,16 @@ JSON Schemas are LineUp's, not derived from Python signatures):
   (:func:`~lineup_plugin.runtime.base.result_json`, :data:`~lineup_plugin.runtime.base.STATUS_HINTS`);
 - tool list changes (an App connects with its own tools, or leaves) are announced: with
   ``notifications/tools/list_changed`` on handshake-era connections, and on
-  ``subscriptions/listen`` streams on 2026-07-28 ones.
+  ``subscriptions/listen`` streams on 2026-07-28 ones;
+- MCP Apps (SEP-1865): every tool links its card page (``_meta.ui.resourceUri``), a
+  ``text/html;profile=mcp-app`` resource (``resources/list``, ``resources/read``) that a host
+  shows inline; the page finds and answers its call through two tools listed only to such hosts
+  (:mod:`.apps`, :mod:`.view`). Other clients see the same tools and results as before.
 
 The same process serves the App (the direct server on :9527 or the relay, as the settings say),
-under the data directory's server lock: if another process (a Hermes gateway, say) serves it,
-``tools/list`` still answers and every call fails ``not_owner`` with a message saying which
-process to stop.
+under the data directory's server lock; if another process (a Hermes gateway, say) serves it,
+every call is forwarded to that process (:mod:`lineup_plugin.runtime.forward`), so Hermes and
+MCP clients share one App, and this process takes over serving if that one goes away.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import logging
 import socket
 import sys
@@ -48,11 +53,14 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
 
-from ...errors import TransportError
+from ...errors import ToolError, TransportError
 from ...protocol.messages import ToolResult
 from ..base import result_json
+from .apps import ANSWER_TOOL, APP_TOOLS, CARD_TOOL, HostCards
 from .runtime import McpRuntime, Waiting
+from .view import APP_MIME_TYPE, card_page, card_uri, tool_of
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +74,8 @@ INSTRUCTIONS = (
 MAX_SESSIONS = 256
 #: how many calls may wait for the App at once (each waits on a worker thread); more queue for a thread
 MAX_WAITING_CALLS = 256
+#: the MCP Apps extension (SEP-1865) as negotiated in the capabilities
+APPS_EXTENSION = "io.modelcontextprotocol/ui"
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
@@ -96,6 +106,14 @@ class _Server(Server[dict[str, Any]]):
         )
 
 
+def supports_apps(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client negotiated MCP Apps (the extension, with the ``text/html;profile=mcp-app`` type)."""
+    capabilities = ctx.session.client_capabilities
+    settings = (capabilities.extensions or {}).get(APPS_EXTENSION) if capabilities is not None else None
+    mime_types = settings.get("mimeTypes") if isinstance(settings, dict) else None
+    return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
+
+
 class LineUpMcpServer:
     """The MCP server around an :class:`McpRuntime` (see the module docstring).
 
@@ -113,10 +131,16 @@ class LineUpMcpServer:
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         self.server.middleware.append(self._remember_session)
+        self.server.extensions[APPS_EXTENSION] = {}  # MCP Apps: the card pages (see the module docstring)
         self._sessions: deque[ServerSession] = deque(maxlen=MAX_SESSIONS)
+        #: the card pages of MCP Apps hosts: which call each shows, and their answers
+        self.cards = HostCards(runtime.service)
+        self._pages: dict[tuple[str, str, str], str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: anyio.CapacityLimiter | None = None
 
@@ -136,7 +160,7 @@ class LineUpMcpServer:
         service.bridge.sync()
         if not service.serving:
             line = service.status_line(show_link=False)
-            print(f"lineup mcp: {line} LineUp tools fail until it stops.", file=sys.stderr, flush=True)
+            print(f"lineup mcp: {line} Calls are forwarded to it.", file=sys.stderr, flush=True)
         elif not sys.stderr.isatty():  # on a terminal the service drew the link as a QR code already
             print(f"lineup mcp: {service.status_line(show_link=True)}", file=sys.stderr, flush=True)
 
@@ -149,8 +173,9 @@ class LineUpMcpServer:
             self._sessions.append(ctx.session)
         return result
 
-    def tools(self) -> list[types.Tool]:
-        """Every tool as MCP lists it."""
+    def tools(self, *, apps: bool = False) -> list[types.Tool]:
+        """Every tool as MCP lists it, each linked to its card page; with ``apps`` (the client
+        negotiated MCP Apps) also the two tools of the card page, for the page only."""
         registry = self.runtime.service.registry
         listed: list[types.Tool] = []
         for schema in self.runtime.schemas():
@@ -162,19 +187,70 @@ class LineUpMcpServer:
                     description=schema.get("description") or None,
                     input_schema=schema.get("parameters") or {"type": "object"},
                     output_schema=output if output is not None and output.get("type") == "object" else None,
+                    _meta={"ui": {"resourceUri": card_uri(schema["name"])}},
                 )
             )
+        if apps:
+            for name, (description, schema) in APP_TOOLS.items():
+                meta = {"ui": {"visibility": ["app"]}}
+                listed.append(types.Tool(name=name, description=description, input_schema=schema, _meta=meta))
         return listed
 
     async def _list_tools(
         self, ctx: ServerRequestContext[dict[str, Any], Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tools())
+        return types.ListToolsResult(tools=self.tools(apps=supports_apps(ctx)))
+
+    def card_resources(self) -> list[types.Resource]:
+        """The card page of every tool (``ui://lineup/card/<tool>``)."""
+        return [
+            types.Resource(
+                uri=card_uri(schema["name"]),
+                name=f"lineup-card-{schema['name']}",
+                title=f"LineUp card: {schema['name']}",
+                description=f"The LineUp App's card for {schema['name']}, answered here or on the phone.",
+                mime_type=APP_MIME_TYPE,
+            )
+            for schema in self.runtime.schemas()
+        ]
+
+    def card_page(self, uri: str) -> str | None:
+        """The HTML of the card page at ``uri``, or None when no tool has one there (built once per renderer)."""
+        name = tool_of(uri)
+        if name is None or not self.runtime.has_tool(name):
+            return None
+        registry = self.runtime.service.registry
+        tool = registry.get(name)
+        renderer = registry.renderers.for_tool(name)
+        key = (name, renderer.digest if renderer is not None else "", tool.source if tool is not None else "")
+        page = self._pages.get(key)
+        if page is None:
+            page = self._pages[key] = card_page(name, label=name.replace("_", " ").capitalize(), renderer=renderer)
+        return page
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[dict[str, Any], Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=self.card_resources())
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[dict[str, Any], Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        page = await anyio.to_thread.run_sync(self.card_page, uri)
+        if page is None:
+            raise MCPError(types.INVALID_PARAMS, f"no LineUp card page at {uri[:200]}")
+        meta = {"ui": {"prefersBorder": True}}
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=APP_MIME_TYPE, text=page, _meta=meta)]
+        )
 
     async def _call_tool(
         self, ctx: ServerRequestContext[dict[str, Any], Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name = params.name
+        if name in APP_TOOLS and supports_apps(ctx):
+            return await self._card_tool(name, dict(params.arguments or {}))
         session = ctx.session
         token = anyio.lowlevel.current_token()
         total = self.runtime.service.deadline_for(name)
@@ -183,12 +259,14 @@ class LineUpMcpServer:
             with contextlib.suppress(Exception):  # the request or the loop is gone: nobody to tell
                 anyio.from_thread.run(session.report_progress, round(elapsed, 1), total, label, token=token)
 
-        waiting = Waiting(report)
+        arguments = dict(params.arguments or {})
+        shown = self.cards.started(name, arguments)
+        waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown))
         try:
             result = await anyio.to_thread.run_sync(
                 self.runtime.run_call,
                 name,
-                dict(params.arguments or {}),
+                arguments,
                 waiting,
                 abandon_on_cancel=True,
                 limiter=self._threads,
@@ -196,8 +274,28 @@ class LineUpMcpServer:
         except anyio.get_cancelled_exc_class():
             waiting.cancelled.set()  # the worker cancels the card on every device within a poll
             raise
+        finally:
+            self.cards.finished(shown)
         log.debug("lineup mcp: %s ended %s", name, result.status)
         return call_result(result)
+
+    async def _card_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """``lineup_card`` / ``lineup_answer``, the tools of the card page (see :mod:`.apps`)."""
+        try:
+            if name == CARD_TOOL:
+                tool, args = arguments.get("tool"), arguments.get("arguments")
+                if not isinstance(tool, str) or not isinstance(args, dict):
+                    raise ToolError("lineup_card takes {tool: string, arguments: object}")
+                call = await self.cards.find(tool, args)
+                return types.CallToolResult(content=[_text(json.dumps(call))], structured_content={"call": call})
+            assert name == ANSWER_TOOL
+            call_id = arguments.get("call_id")
+            if not isinstance(call_id, str):
+                raise ToolError("lineup_answer takes {call_id: string, status: string, result: object}")
+            await self.cards.answer(call_id, str(arguments.get("status")), arguments.get("result"))
+        except ToolError as exc:
+            return types.CallToolResult(content=[_text(str(exc))], is_error=True)
+        return types.CallToolResult(content=[_text("the answer was applied")], structured_content={"applied": True})
 
     # list changes ------------------------------------------------------------------------
 
@@ -216,6 +314,10 @@ class LineUpMcpServer:
                 log.debug("lineup mcp: a connection is gone", exc_info=True)
                 with contextlib.suppress(ValueError):
                     self._sessions.remove(session)
+
+
+def _text(text: str) -> types.TextContent:
+    return types.TextContent(type="text", text=text)
 
 
 def _version() -> str:

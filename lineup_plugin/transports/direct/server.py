@@ -3,11 +3,13 @@
 One port serves both:
 
 - ``GET /`` and ``GET /<file>``: the reference App's static files (plain HTTP);
-- ``GET /pair`` (when the relay runs too, see :mod:`lineup_plugin.transports.both`): pairs the
-  App for the relay. The App sends the token as ``Authorization: Bearer <token>`` and its X25519
-  public key as ``X-LineUp-Key``; the answer (JSON, never cached) is what it needs to reach the
-  agent through WuKongIM, end to end encrypted. A wrong token gets 401 and the same slow-down as
-  a wrong hello; no relay: 404;
+- ``GET /renderers/<sha256>.js``, ``GET /api/...``: plugins' App renderers and the token-checked
+  JSON API (:mod:`.api`);
+- ``GET /media/<sha256>?key=<key>``: a file sent either way (:mod:`lineup_plugin.media`); the
+  key comes with the message that carries the file and is an HMAC of the hash under the token,
+  so no file is ever served without it (403). Only raster images are served inline; every other
+  type is a download, and media responses carry ``Content-Security-Policy: default-src 'none';
+  sandbox``;
 - ``/ws``: the App's WebSocket. Its first message must be a ``lineup.v1.device.hello`` carrying
   the token, sent within :attr:`Limits.hello_timeout`. Only then is the device attached to the
   hub and sees anything of the agent.
@@ -36,11 +38,8 @@ connection at fault; the server keeps serving the others.
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -48,16 +47,17 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ...errors import LineUpError, TransportError
+from ...errors import TransportError
 from ...hub import Hub
+from ...media import INLINE_TYPES
 from ...protocol.messages import DeviceHello, Error
+from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
     QuietHandshakes,
@@ -77,10 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WS_PATH = "/ws"
-PAIR_PATH = "/pair"
-
-#: pairs an App device for the relay from its public key (:meth:`Relay.pair`)
-PairHandler = Callable[[str], Awaitable[dict[str, Any]]]
+MEDIA_PATH = "/media/"
 
 AUTH_FAILED = 4401
 BAD_HELLO = 4400
@@ -93,12 +90,7 @@ QUEUE_FULL = "send queue full: the App is not reading"
 FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
 
-_SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
-    ("Cache-Control", "no-cache"),
-)
+_SECURITY_HEADERS = (*SECURITY_HEADERS, ("Cache-Control", "no-cache"))
 
 
 @dataclass(frozen=True)
@@ -290,8 +282,7 @@ class DirectServer:
         self._waiting: set[ServerConnection] = set()
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
-        #: set when the relay runs too: ``GET /pair`` pairs an App for it
-        self.pairing: PairHandler | None = None
+        self.api = HttpApi(hub, lambda: self.token, self.throttle)
 
     @classmethod
     def from_settings(cls, hub: Hub, settings: Settings, **kwargs: Any) -> DirectServer:
@@ -306,6 +297,8 @@ class DirectServer:
             return
         self._token = load_or_create_token(self.options.token, self.options.data_dir)
         self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
+        if self.hub.media is not None:
+            self.hub.media.use_secret(self._token)  # the keys of download links
         self._stopping.clear()
         try:
             self._server = await serve(
@@ -419,10 +412,14 @@ class DirectServer:
                 f"host {name} is not this agent: open the App by this machine's address, "
                 "or add the name to lineup's allowed_hosts setting\n",
             )
-        if urlsplit(request.path).path == PAIR_PATH:
-            return await self._pair(connection, request)
-        if urlsplit(request.path).path != WS_PATH:
-            return self._static_file(connection, request)
+        path = urlsplit(request.path).path
+        if path.startswith(API_PREFIX):
+            address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+            return await self.api.answer(request, address)
+        if path.startswith(MEDIA_PATH):
+            return self._media_file(connection, request)
+        if path != WS_PATH:
+            return self.api.renderer(path) or self._static_file(connection, request)
         origin = origins[0] if len(origins) == 1 else None
         if not origin_allowed(origin, host[0] if host else None, self.options.allowed_origins):
             log.warning("refused a WebSocket from origin %s (not this server, not in allowed_origins)", origin)
@@ -433,51 +430,38 @@ class DirectServer:
             )
         return None
 
-    async def _pair(self, connection: ServerConnection, request: Request) -> Response:
-        """``GET /pair``: the relay settings and keys for an App that proves it holds the token."""
-        if self.pairing is None:
-            return self._json(connection, HTTPStatus.NOT_FOUND, {"error": "no relay: set mode both and wukongim"})
-        address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
-        scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
-        async with self.throttle.turn(address):
-            if scheme.lower() != "bearer" or not token_matches(given.strip(), self.token):
-                self.throttle.failed(address)
-                log.warning("refused pairing from %s: wrong token", address)
-                return self._json(connection, HTTPStatus.UNAUTHORIZED, {"error": "wrong token"})
-            self.throttle.succeeded(address)
-        try:
-            offer = await self.pairing(request.headers.get("X-LineUp-Key") or "")
-        except LineUpError as exc:
-            return self._json(connection, HTTPStatus.BAD_REQUEST, {"error": str(exc)[:500]})
-        log.info("paired an App device from %s for the relay (%s)", address, offer.get("id"))
-        return self._json(connection, HTTPStatus.OK, offer)
-
-    @staticmethod
-    def _json(connection: ServerConnection, status: HTTPStatus, body: dict[str, Any]) -> Response:
-        response = connection.respond(status, json.dumps(body))
-        del response.headers["Content-Type"]
-        response.headers["Content-Type"] = "application/json"
-        response.headers.update((k, v) for k, v in _SECURITY_HEADERS if k != "Cache-Control")
-        response.headers["Cache-Control"] = "no-store"
-        return response
+    def _media_file(self, connection: ServerConnection, request: Request) -> Response:
+        """``/media/<sha256>?key=...``: a kept file, for whoever has its key."""
+        media = self.hub.media
+        url = urlsplit(request.path)
+        sha256 = url.path[len(MEDIA_PATH) :]
+        key = parse_qs(url.query).get("key", [""])[0]
+        file = media.get(sha256) if media is not None else None
+        if media is None or not key or not media.key_matches(sha256, key):
+            refused = connection.respond(HTTPStatus.FORBIDDEN, "a file link needs the key the agent sent with it\n")
+        elif file is None:
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "no such file (it may have expired)\n")
+        else:
+            inline = file.mime in INLINE_TYPES
+            disposition = "inline" if inline else "attachment"
+            return response(
+                HTTPStatus.OK,
+                file.path.read_bytes(),
+                file.mime if inline else "application/octet-stream",
+                ("Content-Disposition", f"{disposition}; filename*=UTF-8''{quote(file.name, safe='')}"),
+                ("Content-Security-Policy", "default-src 'none'; sandbox"),
+                ("Cache-Control", "private, max-age=31536000, immutable"),
+            )
+        refused.headers.update(_SECURITY_HEADERS)
+        return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
         node = find_file(self.app_dir, request.path)
         if node is None:
-            response = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            response.headers.update(_SECURITY_HEADERS)
-            return response
-        body = node.read_bytes()
-        headers = Headers(
-            [
-                ("Date", email.utils.formatdate(usegmt=True)),
-                ("Connection", "close"),
-                ("Content-Type", content_type(node.name)),
-                ("Content-Length", str(len(body))),
-                *_SECURITY_HEADERS,
-            ]
-        )
-        return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
+            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+            refused.headers.update(_SECURITY_HEADERS)
+            return refused
+        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
 
     # ------------------------------------------------------------------------- WebSocket
 

@@ -8,7 +8,7 @@ The state lives in ``<data_dir>/pairing.json`` (mode 0600, written whole and ato
   replay floor,
 * the ids of revoked pairings (a revoked App is told so, once per process, in clear).
 
-A device pairs over the direct server (``GET /pair``, authenticated with the App token: the App
+A device pairs over the direct server (``GET /api/pair``, authenticated with the App token: the App
 sends its public key, the agent answers with :meth:`Pairings.offer`), or through a link whose
 fragment carries a key pair the agent made for it (``lineup pair --link``). ``lineup pair
 --revoke`` drops every device and the agent key and makes a new App token. The file is re-read

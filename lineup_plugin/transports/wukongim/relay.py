@@ -7,6 +7,10 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
   official SDKs register custom content: ``{"type": 9527, "envelope": {...the envelope...}}``;
 * plain text from the App user, ``{"type": 1, "content": "..."}``, becomes a user message
   (a ``text`` envelope handed to the hub);
+* an App user whose client shows only text (a stock WuKongIM or TangSengDaoDao app: it never
+  sent a LineUp envelope, or the setting ``text_cards`` says so) gets every card as a text
+  message instead, and their replies are read as answers (see
+  :mod:`~lineup_plugin.transports.wukongim.textmode`);
 * anything else, and anything from another uid, is ignored.
 
 With pairing (:mod:`~lineup_plugin.transports.wukongim.pairing`; ``wukongim.e2e``, on by default
@@ -60,6 +64,7 @@ from lineup_plugin.transports.wukongim.client import (
     WuKongIMClient,
 )
 from lineup_plugin.transports.wukongim.proto import MAX_REMAINING_LENGTH, ChannelType, DeviceFlag, Flags
+from lineup_plugin.transports.wukongim.textclient import TEXT_CONTENT_TYPE, TextClient, text_payload
 
 from .pairing import Pairings
 
@@ -69,8 +74,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TEXT_CONTENT_TYPE = 1
-"""WuKongIM's built-in text content: ``{"type": 1, "content": "..."}``."""
 DEDUPE_WINDOW = 4096
 #: envelopes that may wait for WuKongIM before the relay refuses more (and re-syncs the App later)
 OUTBOX_LIMIT = 4096
@@ -267,6 +270,16 @@ class Relay:
         self._app_tokens: set[str] = set()  # App tokens registered with WuKongIM by this process
         self._told: set[str] = set()  # pairing ids told they are refused
         self.link = RelayLink(self, settings.app_uid)
+        #: cards as text, while the App user's client shows only text
+        self.texts = TextClient(
+            settings.text_cards,
+            hub=hub,
+            link=self.link,
+            uid=settings.app_uid,
+            max_text=self.link.max_text,
+            content_type=settings.content_type,
+            send_text=self.send_text,
+        )
         self._outbox: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue(OUTBOX_LIMIT)
         #: one link per paired App device (with pairings), by pairing id
         self._device_links: dict[str, RelayLink] = {}
@@ -344,7 +357,10 @@ class Relay:
         while True:
             uid, text, pairing_id = await self._outbox.get()
             try:
-                await self.send_envelope(uid, text, pairing_id)
+                if pairing_id is None and await self.texts.wanted():  # a client that shows only text
+                    await self.texts.send(uid, text)  # the envelope said in words
+                else:
+                    await self.send_envelope(uid, text, pairing_id)
             except RelayError as exc:
                 log.info("relay send to %s failed: %s", uid, exc)
             except Exception:  # a bug must cost one message, never the sender (the queue would stall)
@@ -354,27 +370,32 @@ class Relay:
     async def send_envelope(self, uid: str, text: str, pairing_id: str | None = None) -> None:
         """Send one encoded envelope to ``uid`` as LineUp custom content.
 
-        With pairings it is sealed for the device ``pairing_id`` (none: for every paired device);
-        a device no longer paired gets nothing.
+        With pairings it is sealed for the device ``pairing_id``; nothing goes in clear (the plain
+        link of the App user gets cards in text, or nothing once a LineUp client spoke: paired
+        devices have links of their own), and a device no longer paired gets nothing.
         """
         content_type = self.settings.content_type
         if self.pairings is None:
             payloads = [wrap_envelope(text, content_type)]
         else:
-            if pairing_id is None:
-                channels = self.pairings.channels()
-            else:
-                channel = self.pairings.channel(pairing_id)
-                channels = [channel] if channel is not None else []
-            payloads = [channel.seal(text, content_type) for channel in channels]
+            channel = self.pairings.channel(pairing_id) if pairing_id is not None else None
+            payloads = [channel.seal(text, content_type)] if channel is not None else []
             self.pairings.keep_floors()
             if not payloads:
-                log.debug("relay: no paired App device %s to send to", pairing_id or "")
+                log.debug("relay: no paired App device %r to send to", pairing_id)
         try:
             for payload in payloads:
                 await self.client.send(uid, ChannelType.PERSON, payload)
         except RelayError:
             self._missed = True  # re-sync the App (live calls re-sent) once we are back
+            raise
+
+    async def send_text(self, uid: str, text: str) -> None:
+        """Send ``text`` to ``uid`` as a WuKongIM text message."""
+        try:
+            await self.client.send(uid, ChannelType.PERSON, text_payload(text))
+        except RelayError:
+            self._missed = True  # re-sync the App (its open card asked again) once we are back
             raise
 
     # -- connection state ----------------------------------------------------------------------
@@ -393,11 +414,12 @@ class Relay:
             return
         self.connected.set()
         resync, self._missed = self._missed, False
-        # With pairing, each paired device is attached up front (none paired: none attached, so a
-        # call fails no_app rather than wait for nobody); a stock client when it speaks.
-        if self.pairings is None:
+        # With pairing, each paired device is a link of its own; the App user's plain link (a stock
+        # client answered in text) too unless text_cards is never: then, with no device paired,
+        # nobody is attached and a call fails no_app rather than wait for nobody.
+        if self.pairings is None or self.settings.text_cards != "never":
             await self.attach(resync=resync)
-        else:
+        if self.pairings is not None:
             await self.attach_paired(resync=resync)
         await self._catch_up()
 
@@ -413,10 +435,12 @@ class Relay:
         """
         if self._last_seq is None:
             try:
-                last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=1)
+                last, _ = await self._api.sync(self.options.uid, self.settings.app_uid, 0, limit=SYNC_PAGE)
             except RelayError as exc:
                 log.warning("cannot read where the App's channel stands: %s", exc)
+                await self.texts.recall([])
                 return
+            await self.texts.recall(last)  # a LineUp App that spoke before the agent started
             self._last_seq = max((m.message_seq for m in last), default=0)
             return
         while True:
@@ -454,6 +478,8 @@ class Relay:
         """Attach every paired device and detach the links of devices no longer paired."""
         assert self.pairings is not None
         paired = {channel.pairing_id for channel in self.pairings.channels()}
+        if paired:  # pairing declares a LineUp client: no card goes as text (in clear) to this user
+            self.texts.declare()
         for pairing_id, link in list(self._device_links.items()):
             if pairing_id not in paired:
                 await self.detach(link)
@@ -502,6 +528,7 @@ class Relay:
         if isinstance(envelope_id, str) and not self._seen.add(("envelope", envelope_id)):
             log.debug("dropping re-delivered envelope %s", envelope_id)
             return
+        self.texts.declare()  # the App user's client speaks LineUp: cards go as envelopes
         link = link or self.link
         await self.attach(link=link)
         await self.hub.receive_object(link, data)  # a hello re-syncs the App; bad input is answered
@@ -579,6 +606,8 @@ class Relay:
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
+        if self.texts.active and await self.texts.reply(text, message):
+            return  # an answer to the card the user is asked in text
         try:
             payload = Text(text=text)
         except ValueError as exc:  # pydantic's ValidationError, e.g. a text over the size limit

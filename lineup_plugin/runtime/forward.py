@@ -1,0 +1,462 @@
+"""Forwarding: the agent's processes that do not serve the App ask through the one that does.
+
+Hermes runs the plugin in every process sharing a home (the gateway, each CLI, ``hermes chat
+-q``, cron jobs), but one process serves the App (:mod:`.lock`). That process also listens on
+a Unix socket in the data directory (:func:`socket_path`, mode 0600 in a 0700 directory; on
+Linux the peer's uid must be ours too) and every other process forwards its LineUp calls there.
+The channel carries JSON lines, one object per line (at most :data:`MAX_LINE` bytes)::
+
+    forwarder → server  {"op": "hello", "token": "…", "pid": 4242}
+    forwarder → server  {"op": "call", "call_id": "…", "name": "choice", "arguments": {…},
+                         "deadline": 597.5, "origin": {"kind": "chat", "label": "hermes chat"}}
+    forwarder → server  {"op": "cancel", "call_id": "…"}                  (its run was interrupted)
+    forwarder → server  {"op": "status", "state": "thinking", "detail": null}  (its session's status)
+    forwarder → server  {"op": "text", "text": "…"}                       (its session's reply)
+    server → forwarder  {"op": "result", "result": {…tool.result payload…}}
+    server → forwarder  {"op": "interrupt", "reason": "stopped by the user"}   (the App's stop)
+    server → forwarder  {"op": "error", "message": "…"}                   (then it closes)
+
+One connection per call (or per status or reply, which get no answer: the App shows them as the
+serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
+start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
+seconds, sends a wrong token, a line too long or not a JSON object is told why and closed.
+
+**Hand-over.** The call keeps its id across processes. When the serving process stops, it lets
+go of the forwarded calls without ending them (:meth:`Hub.release
+<lineup_plugin.hub.Hub.release>`) and closes their connections; when it is killed, the
+connections just drop. Either way the forwarder tries to serve itself (the OS freed the lock)
+or forwards to whichever process serves now, with the same call id: the new server recovered
+the call from the shared store (``handover_grace``) and waits on it again, so the card the App
+shows stays answerable and an answer given meanwhile is not lost. A forwarder that goes away
+with its call still open has the call cancelled on every device.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import secrets
+import socket
+import struct
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, get_args
+
+from ..errors import HandedOverError, LineUpError
+from ..protocol.messages import AgentState, Origin, ToolResult
+
+log = logging.getLogger(__name__)
+
+SOCKET_FILE = "forward.sock"
+TOKEN_FILE = "forward.token"
+#: the longest line either side sends (bytes)
+MAX_LINE = 1_048_576
+#: seconds a new connection has to say hello
+HELLO_TIMEOUT = 5.0
+#: forwarded calls served at once (a connection over it is refused)
+MAX_FORWARDED = 256
+#: a Unix socket path longer than this does not fit ``sockaddr_un`` everywhere
+_MAX_SOCKET_PATH = 100
+#: why a forwarded call is cancelled when its process goes away while it is open
+ASKER_GONE = "the agent process that asked has ended"
+
+
+def socket_path(data_dir: Path) -> Path:
+    """Where the serving process listens: ``<data_dir>/forward.sock``.
+
+    A data directory too deep for a socket path gets one in a private (0700) directory of the
+    system's temporary directory, named after the data directory, so every process finds it.
+    """
+    path = data_dir / SOCKET_FILE
+    if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:16]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"lineup-{uid}-{digest}" / SOCKET_FILE
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise LineUpError(f"lineup: {path} belongs to another user; refusing to put the forwarding socket there")
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
+
+
+def _write_token(path: Path, token: str) -> None:
+    """Write ``token`` to ``path`` readable by this user only (a new file each time, renamed in place)."""
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(token)
+    os.replace(part, path)
+
+
+def _peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end of a Unix socket (None where the OS does not say)."""
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return int(uid)
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    """One line as a JSON object, or ValueError saying why not."""
+    if not raw.endswith(b"\n"):
+        raise ValueError("the line was cut off")
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
+# ------------------------------------------------------------------------------ the server
+
+
+class ForwardServer:
+    """The serving process's end: a Unix socket where the other processes' calls arrive (async).
+
+    An async context manager entered on the hub's loop (:class:`~.loop.Runner` ``services``).
+    Leaving it lets go of the calls still open (they are handed over, not ended) and removes
+    the socket and the token file.
+    """
+
+    def __init__(self, hub: Any, data_dir: Path) -> None:
+        self.hub = hub
+        self.data_dir = data_dir
+        self.path = socket_path(data_dir)
+        self.token_path = data_dir / TOKEN_FILE
+        self._token = ""
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        #: the forwarded calls now waited on: call id -> its connection
+        self.open_calls: dict[str, asyncio.StreamWriter] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    async def __aenter__(self) -> ForwardServer:
+        _private_dir(self.data_dir)
+        _private_dir(self.path.parent)
+        self._token = secrets.token_urlsafe(32)
+        _write_token(self.token_path, self._token)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # left by a process that was killed: we hold the lock, so it is stale
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._accept, path=os.fspath(self.path), limit=MAX_LINE)
+        finally:
+            os.umask(old_umask)
+        self.path.chmod(0o600)
+        log.info("lineup: other processes forward their calls through %s", self.path)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._closing = True
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        handed = [call_id for call_id in list(self.open_calls) if self.hub.release(call_id)]
+        if handed:
+            log.info("lineup: %d forwarded call(s) handed over to the next serving process", len(handed))
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+        for path in (self.path, self.token_path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def interrupt_all(self, reason: str) -> int:
+        """Tell every process waiting on a forwarded call to interrupt its run (the App's stop); how many."""
+        writers = set(self.open_calls.values())
+        for writer in writers:
+            with contextlib.suppress(Exception):
+                writer.write(_line({"op": "interrupt", "reason": reason}))
+        return len(writers)
+
+    # one connection ------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.add(writer)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the peer went away, or this server is closing
+        except ValueError as exc:  # a bad line: said why, then closed
+            with contextlib.suppress(Exception):
+                writer.write(_line({"op": "error", "message": str(exc)}))
+        finally:
+            self._writers.discard(writer)
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _read(self, reader: asyncio.StreamReader) -> dict[str, Any] | None:
+        """The next line as an object; None at the end of the stream; ValueError for a bad line."""
+        try:
+            raw = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None
+            raise ValueError("the line was cut off") from None
+        except asyncio.LimitOverrunError:
+            raise ValueError(f"a line is longer than {MAX_LINE} bytes") from None
+        return _decode(raw)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        uid = _peer_uid(writer.get_extra_info("socket"))
+        if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
+            raise ValueError("the forwarding socket serves this user's processes only")
+        try:
+            hello = await asyncio.wait_for(self._read(reader), HELLO_TIMEOUT)
+        except TimeoutError:
+            raise ValueError(f"no hello within {HELLO_TIMEOUT:g} s") from None
+        if hello is None:
+            return
+        token = hello.get("token")
+        if hello.get("op") != "hello" or not isinstance(token, str):
+            raise ValueError("say hello with the token first")
+        if not secrets.compare_digest(token.encode("utf-8", "surrogatepass"), self._token.encode()):
+            raise ValueError("wrong token: read it from the data directory's forward.token")
+        request = await self._read(reader)
+        if request is None:
+            return
+        op = request.get("op")
+        if op in ("status", "text"):
+            await self._notice(request)
+            return
+        if op != "call":
+            raise ValueError("expected a call, a status or a text")
+        if len(self.open_calls) >= MAX_FORWARDED:
+            raise ValueError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
+        call_id, name, arguments, deadline, origin = _call_fields(request)
+        log.info("lineup: forwarded call %s (%s) from pid %s", call_id, name, hello.get("pid"))
+        self.open_calls[call_id] = writer
+        waiting = asyncio.ensure_future(
+            self.hub.agent_call(name, arguments, call_id=call_id, deadline=deadline, origin=origin, detached=True)
+        )
+        try:
+            result = await self._until_result(reader, call_id, waiting)
+        finally:
+            self.open_calls.pop(call_id, None)
+            if not waiting.done():
+                waiting.cancel()
+        if result is not None:
+            writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
+            await writer.drain()
+
+    async def _notice(self, request: dict[str, Any]) -> None:
+        """Another process's session status or reply, shown on the App."""
+        if request["op"] == "text":
+            text = request.get("text")
+            if not isinstance(text, str) or not text:
+                raise ValueError("text: expected a non-empty string")
+            await self.hub.send_text(text)
+            return
+        state, detail = request.get("state"), request.get("detail")
+        if state not in get_args(AgentState):
+            raise ValueError(f"state: expected one of {', '.join(get_args(AgentState))}")
+        if detail is not None and not isinstance(detail, str):
+            raise ValueError("detail: expected a string or null")
+        await self.hub.set_status(state, detail)
+
+    async def _until_result(
+        self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
+    ) -> ToolResult | None:
+        """The call's end, reading the forwarder's cancels meanwhile; None if it went away or was handed over."""
+        reading: asyncio.Task[dict[str, Any] | None] | None = None
+        try:
+            while True:
+                if reading is None:
+                    reading = asyncio.ensure_future(self._read(reader))
+                pending: set[asyncio.Future[Any]] = {waiting, reading}
+                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    try:
+                        return waiting.result()
+                    except HandedOverError:
+                        return None
+                try:
+                    message = reading.result()
+                except ValueError:
+                    message = None  # a broken forwarder is one that went away
+                reading = None
+                if message is None:  # the asking process is gone: nobody will read an answer
+                    if not self._closing:
+                        await self.hub.cancel(call_id, ASKER_GONE)
+                        with contextlib.suppress(Exception):
+                            await waiting
+                    return None
+                if message.get("op") == "cancel":
+                    reason = message.get("reason")
+                    await self.hub.cancel(call_id, reason if isinstance(reason, str) else "the agent was interrupted")
+        finally:
+            if reading is not None and not reading.done():
+                reading.cancel()
+
+
+def _call_fields(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], float | None, Origin | None]:
+    """A call line's fields, checked; ValueError naming the first bad one."""
+    call_id, name, arguments = request.get("call_id"), request.get("name"), request.get("arguments", {})
+    deadline, origin = request.get("deadline"), request.get("origin")
+    if not isinstance(call_id, str) or not 0 < len(call_id) <= 200:
+        raise ValueError("call_id: expected a string of 1-200 characters")
+    if not isinstance(name, str) or not 0 < len(name) <= 200:
+        raise ValueError("name: expected a tool name")
+    if not isinstance(arguments, dict):
+        raise ValueError("arguments: expected an object")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline < 0):
+        raise ValueError("deadline: expected a number of seconds >= 0")
+    try:
+        checked = Origin.model_validate(origin) if origin is not None else None
+    except Exception as exc:
+        raise ValueError(f"origin: {exc}") from None
+    return call_id, name, arguments, float(deadline) if deadline is not None else None, checked
+
+
+# ---------------------------------------------------------------------------- the forwarder
+
+
+class OwnerUnreachable(Exception):
+    """The serving process could not be reached, or went away before the call ended (try again)."""
+
+
+class Forwarder:
+    """A process that does not serve: forwards one call at a time per thread, blocking (see the module docstring)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = socket_path(data_dir)
+
+    def _connect(self, timeout: float) -> socket.socket:
+        """A connection to the serving process's socket, hello said; OwnerUnreachable if there is none."""
+        try:
+            token = (self.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise OwnerUnreachable(f"no forwarding token: {exc}") from None
+        try:
+            sock.settimeout(timeout)
+            sock.connect(os.fspath(self.path))
+            sock.sendall(_line({"op": "hello", "token": token, "pid": os.getpid()}))
+        except OSError as exc:
+            sock.close()
+            raise OwnerUnreachable(f"cannot reach the serving process: {exc}") from None
+        return sock
+
+    def notify(self, message: dict[str, Any], timeout: float = 1.0) -> None:
+        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none."""
+        with self._connect(timeout) as sock:
+            try:
+                sock.sendall(_line(message))
+            except OSError as exc:
+                raise OwnerUnreachable(f"the serving process went away: {exc}") from None
+
+    def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        call_id: str,
+        deadline: float,
+        origin: Origin | None,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None] | None = None,
+        on_interrupt: Callable[[str], None] | None = None,
+        poll: float = 0.25,
+    ) -> ToolResult:
+        """Forward the call and block until its result; raises :class:`OwnerUnreachable` to try again.
+
+        ``is_interrupted`` is polled every ``poll`` seconds: once true the call is cancelled
+        there (the result says how it ended). ``on_interrupt`` is told when the serving process
+        asks this one to interrupt its run (the App's stop button).
+        """
+        request: dict[str, Any] = {"op": "call", "call_id": call_id, "name": name, "arguments": arguments}
+        request["deadline"] = max(0.0, deadline)
+        if origin is not None:
+            request["origin"] = origin.model_dump(mode="json", exclude_none=True)
+        with self._connect(HELLO_TIMEOUT) as sock:
+            try:
+                sock.sendall(_line(request))
+            except OSError as exc:
+                raise OwnerUnreachable(f"the serving process went away: {exc}") from None
+            return self._wait(sock, call_id, is_interrupted, heartbeat, on_interrupt, poll)
+
+    def _wait(
+        self,
+        sock: socket.socket,
+        call_id: str,
+        is_interrupted: Callable[[], bool],
+        heartbeat: Callable[[], None] | None,
+        on_interrupt: Callable[[str], None] | None,
+        poll: float,
+    ) -> ToolResult:
+        sock.settimeout(poll)
+        buffer = b""
+        cancelled = False
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                chunk = None
+            except OSError as exc:
+                raise OwnerUnreachable(f"the serving process went away: {exc}") from None
+            if chunk == b"":
+                raise OwnerUnreachable("the serving process went away")
+            if chunk:
+                buffer += chunk
+                if len(buffer) > MAX_LINE + 1:
+                    raise LineUpError("the serving process sent a line that is too long")
+                while b"\n" in buffer:
+                    raw, _, buffer = buffer.partition(b"\n")
+                    message = _decode(raw + b"\n")
+                    op = message.get("op")
+                    if op == "result":
+                        return ToolResult.model_validate(message.get("result"))
+                    if op == "interrupt" and on_interrupt is not None:
+                        on_interrupt(str(message.get("reason") or ""))
+                    elif op == "error":
+                        raise LineUpError(f"the serving process refused the call: {message.get('message')}")
+            if heartbeat is not None:
+                heartbeat()
+            if not cancelled and is_interrupted():
+                cancelled = True
+                try:
+                    sock.sendall(_line({"op": "cancel", "call_id": call_id, "reason": "the agent was interrupted"}))
+                except OSError as exc:
+                    raise OwnerUnreachable(f"the serving process went away: {exc}") from None
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before trying again after ``attempt`` failed tries (0.05 s doubling, at most 1 s)."""
+    return float(min(1.0, 0.05 * 2 ** min(attempt, 5)))
+
+
+def platform_supported() -> bool:
+    """Whether this OS has Unix sockets for forwarding (not Windows' Python before 3.13 builds)."""
+    return hasattr(socket, "AF_UNIX") and sys.platform != "win32"

@@ -1,0 +1,226 @@
+"""MCP Apps (SEP-1865): the card of a waiting LineUp call, shown inline by the MCP host too.
+
+Every LineUp tool links its card page (``_meta.ui.resourceUri`` = ``ui://lineup/card/<tool>``,
+read with ``resources/read``: :mod:`.view`). A host that renders MCP Apps shows it while the
+``tools/call`` waits; the page asks, through the host, two tools only such a host sees
+(``_meta.ui.visibility: ["app"]``, listed only to clients that negotiated the
+``io.modelcontextprotocol/ui`` extension):
+
+- ``lineup_card {tool, arguments}``: which LineUp call the page stands for. :class:`HostCards`
+  knows the ``tools/call`` requests of this server that wait (tool and arguments) and finds the
+  live call they made: the newest call of that tool with those arguments created since the
+  request came. It answers the call's ``tool.call`` payload, and only such calls can be answered
+  from a host: a card the server never showed there (another runtime's call, a high-risk
+  tool's approval) cannot be answered through it.
+- ``lineup_answer {call_id, status, result}``: the user's answer, applied like an App device's
+  (:meth:`~lineup_plugin.hub.Hub.answer_from`): the first answer wins, the phone's card is
+  dismissed ("answered on another device"), a ``completed`` answer must fit the tool's
+  ``outputSchema``, and what the store cannot write is refused. The waiting ``tools/call`` then
+  ends with that answer and the host hands its result to the page.
+
+An answer on the phone ends the ``tools/call``: the host sends the result to the page, which
+dismisses its card. The host's answers are audited as device ``mcp-host``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...errors import ProtocolError, ToolError
+from ...protocol.codec import check_storable
+from ...protocol.messages import ToolResult
+from ...tools.registry import split_arguments
+
+if TYPE_CHECKING:
+    from ...hub import Hub
+    from ..service import LineUpService
+
+#: the device id the host's answers are audited with
+SURFACE = "mcp-host"
+#: how long ``lineup_card`` waits for the call it is asked about to reach the App
+FIND_TIMEOUT = 15.0
+#: how long ``lineup_card`` waits for the ``tools/call`` it is asked about to arrive (hosts send both at once)
+REQUEST_GRACE = 2.0
+#: calls handed to hosts that are remembered for their answers
+MAX_SHOWN = 1024
+#: statuses an answer from a host may carry (``expired`` is the agent's to say)
+ANSWER_STATUSES = ("completed", "rejected", "cancelled", "failed", "unsupported")
+
+CARD_TOOL = "lineup_card"
+ANSWER_TOOL = "lineup_answer"
+#: the input schemas of the two tools for the card page
+APP_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    CARD_TOOL: (
+        "For the LineUp card page: the LineUp call a waiting tools/call of this host made.",
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "maxLength": 64},
+                "arguments": {"type": "object"},
+            },
+            "required": ["tool", "arguments"],
+            "additionalProperties": False,
+        },
+    ),
+    ANSWER_TOOL: (
+        "For the LineUp card page: the user's answer to a LineUp call shown in this host.",
+        {
+            "type": "object",
+            "properties": {
+                "call_id": {"type": "string", "maxLength": 128},
+                "status": {"enum": list(ANSWER_STATUSES)},
+                "result": {"type": "object"},
+            },
+            "required": ["call_id", "status", "result"],
+            "additionalProperties": False,
+        },
+    ),
+}
+
+
+@dataclass(eq=False)
+class _Request:
+    """One waiting ``tools/call`` of this server."""
+
+    tool: str
+    arguments: str  # canonical JSON of the flat arguments
+    started: float  # wall clock, as the session's call times
+    live: threading.Event = field(default_factory=threading.Event)
+
+
+def _canonical(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class HostCards:
+    """The ``tools/call`` requests that wait, and the LineUp calls shown for them in hosts."""
+
+    def __init__(self, service: LineUpService) -> None:
+        self.service = service
+        self._lock = threading.Lock()
+        self._requests: list[_Request] = []
+        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: call id -> tool, for the calls handed to card pages
+        self._shown: OrderedDict[str, str] = OrderedDict()
+
+    # the waiting requests ------------------------------------------------------------------
+
+    def started(self, tool: str, arguments: dict[str, Any]) -> _Request:
+        """A ``tools/call`` of ``tool`` begins (on the MCP loop); pass the result to :meth:`finished`."""
+        self._loop = asyncio.get_running_loop()
+        request = _Request(tool, _canonical(arguments), time.time())
+        with self._lock:
+            self._requests.append(request)
+        self._changed.set()
+        return request
+
+    def beat(self, request: _Request) -> None:
+        """The request's call is being waited for (a heartbeat, on its worker thread): look again."""
+        if not request.live.is_set():
+            request.live.set()
+        self._poke()
+
+    def finished(self, request: _Request) -> None:
+        """The ``tools/call`` ended."""
+        with self._lock:
+            if request in self._requests:
+                self._requests.remove(request)
+        self._poke()
+
+    def _poke(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._changed.set)
+
+    # lineup_card -----------------------------------------------------------------------------
+
+    async def find(self, tool: str, arguments: dict[str, Any], *, timeout: float = FIND_TIMEOUT) -> dict[str, Any]:
+        """The ``tool.call`` payload of the live call that a waiting ``tools/call`` of ``tool`` with
+        ``arguments`` made; waits up to ``timeout`` for it to reach the App."""
+        wanted = _canonical(arguments)
+        began = time.monotonic()
+        while True:
+            self._changed.clear()
+            with self._lock:
+                requests = [r for r in self._requests if r.tool == tool and r.arguments == wanted]
+            if any(r.live.is_set() for r in requests):
+                since = min(r.started for r in requests) - 1.0
+                call: dict[str, Any] | None = await self._on_hub(
+                    lambda hub, since=since: self._live_call(hub, tool, arguments, since)
+                )
+                if call is not None:
+                    self._remember(call["call_id"], tool)
+                    return call
+            waited = time.monotonic() - began
+            if not requests and waited >= REQUEST_GRACE:
+                raise ToolError(f"no {tool} call with these arguments waits in this server")
+            if waited >= timeout:
+                raise ToolError(f"the {tool} call has not reached the App; answer it on your phone")
+            left = (timeout if requests else REQUEST_GRACE) - waited
+            with contextlib.suppress(TimeoutError):  # a heartbeat or a new request wakes it sooner
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    @staticmethod
+    def _live_call(hub: Hub, tool: str, arguments: dict[str, Any], since: float) -> dict[str, Any] | None:
+        registered = hub.registry.get(tool)
+        if registered is None:
+            return None
+        action, split = split_arguments(registered.definition, arguments)
+        for call in reversed(hub.store.pending_calls()):  # the newest first
+            request = call.request
+            if (request.name, request.action, request.arguments) == (tool, action, split) and call.created_at >= since:
+                payload: dict[str, Any] = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+                return payload
+        return None
+
+    def _remember(self, call_id: str, tool: str) -> None:
+        with self._lock:
+            self._shown[call_id] = tool
+            self._shown.move_to_end(call_id)
+            while len(self._shown) > MAX_SHOWN:
+                self._shown.popitem(last=False)
+
+    # lineup_answer ----------------------------------------------------------------------------
+
+    async def answer(self, call_id: str, status: str, result: Any) -> None:
+        """Apply the host's answer to a call it was shown; raises ToolError saying why not."""
+        with self._lock:
+            tool = self._shown.get(call_id)
+        if tool is None:
+            raise ToolError(f"call {call_id!r} was not shown in this host; it cannot be answered here")
+        if status not in ANSWER_STATUSES or not isinstance(result, dict):
+            raise ToolError(f"an answer is a status ({', '.join(ANSWER_STATUSES)}) and a result object")
+        try:
+            check_storable(result, "result")
+        except ProtocolError as exc:
+            raise ToolError(f"the answer was refused: {exc}") from None
+
+        async def apply(hub: Hub) -> str | None:
+            call = hub.store.get_call(call_id)
+            action = call.request.action if call is not None else None
+            answer = ToolResult(call_id=call_id, name=tool, action=action, status=status, result=result)  # type: ignore[arg-type]
+            return await hub.answer_from(SURFACE, answer)
+
+        refused = await self._on_hub(apply)
+        if refused is not None:
+            raise ToolError(refused)
+
+    async def _on_hub(self, func: Any) -> Any:
+        """``func(hub)`` (sync or async) on the hub's loop; ToolError when this process serves no App."""
+
+        async def run(hub: Hub) -> Any:
+            value = func(hub)
+            return await value if asyncio.iscoroutine(value) else value
+
+        future = self.service.on_hub(run)
+        if future is None:
+            raise ToolError("this process does not serve the LineUp App; answer on your phone")
+        return await asyncio.wrap_future(future)

@@ -1,0 +1,250 @@
+"""Every Hermes process can ask the user: real ``hermes gateway run``, ``hermes chat -q`` and interactive
+``hermes`` processes on one Hermes home, one App connection.
+
+Each process is the installed ``hermes`` command in a fresh process, on the scripted LLM (the
+only fake part), with LineUp on a fixed 127.0.0.1 port and a SQLite store in the shared data
+directory. The App is :class:`tests.wsapp.WsApp`, a real WebSocket client that reconnects as the
+reference App does. The interactive CLI runs under a pseudo-terminal (``pty``), typed into and
+interrupted with Ctrl+C as a person would.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import pty
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+from websockets.exceptions import InvalidMessage
+
+from lineup_plugin.protocol.messages import ToolCall, ToolCancel
+from tests.fakes.llm import ScriptedLLM, Turn, call, last_user_text, say, tool_messages
+from tests.wsapp import WsApp
+
+from .hermes_harness import TOKEN, cli_home, within
+
+pytestmark = [
+    pytest.mark.hermes,
+    pytest.mark.skipif(importlib.util.find_spec("run_agent") is None, reason="needs hermes-agent installed"),
+]
+
+HERMES = str(Path(sys.executable).with_name("hermes"))
+#: the longest any one test may wait before it fails (instead of hanging)
+WAIT = 120.0
+COLOURS = ["red", "blue", "green"]
+
+
+bounded = within(WAIT)
+
+
+def ask_then_answer(body: dict[str, Any]) -> Turn:
+    """The scripted model of every process: ask the user with a choice named after the prompt, then
+    say what the card's result was (so each process's own answer can be checked in its output)."""
+    prompt = last_user_text(body)
+    results = tool_messages(body)
+    if not results:
+        return call("choice", question=f"{prompt}?", options=COLOURS)
+    answer = results[-1]["json"] or {}
+    picked = answer.get("result", {}).get("selected") if answer.get("status") == "completed" else answer.get("status")
+    return say(f"{prompt}: {picked}")
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def home(llm: ScriptedLLM, tmp_path: Path) -> tuple[Path, int]:
+    """A Hermes home shared by every process of the test: LineUp on a fixed port, a SQLite store."""
+    llm.reset(*[ask_then_answer] * 20)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    path = cli_home(SimpleNamespace(llm=llm), tmp_path / "home", port)  # type: ignore[arg-type]
+    config = path / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("store: memory", "store: sqlite"), encoding="utf-8")
+    return path, port
+
+
+def environ(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+@contextmanager
+def process(*command: str, home: Path, **extra: str) -> Iterator[subprocess.Popen[str]]:
+    """``hermes <command>`` running in the background in ``home``; killed at the end if still running."""
+    with subprocess.Popen(
+        [HERMES, *command],
+        env=environ(home, **extra),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as running:
+        try:
+            yield running
+        finally:
+            if running.poll() is None:
+                running.kill()
+            running.communicate(timeout=30)
+
+
+def chat(prompt: str, home: Path) -> Any:
+    """``hermes chat -Q -q <prompt>`` (one-shot, quiet) in the background."""
+    return process("chat", "--toolsets", "lineup", "-Q", "-q", prompt, home=home)
+
+
+async def output(running: subprocess.Popen[str]) -> str:
+    """Everything a background process printed, once it exited (it must exit 0)."""
+    out, err = await anyio.to_thread.run_sync(functools.partial(running.communicate, timeout=WAIT))
+    assert running.returncode == 0, err
+    return out
+
+
+async def app_on(port: int, open_calls: list[str] | None = None) -> WsApp:
+    """The App connecting to whichever process serves ``port``, trying again while nothing listens."""
+    server = SimpleNamespace(port=port, token=TOKEN)
+    while True:
+        try:
+            return await WsApp.connect(server, open_calls=open_calls)  # type: ignore[arg-type]
+        except (OSError, InvalidMessage):  # not listening yet, or a server that is still starting
+            await anyio.sleep(0.05)  # the App's own retry pace, not a synchronisation
+
+
+async def gone(app: WsApp) -> None:
+    """Read until the serving process's connection ends (it was killed or stopped)."""
+    await app.closed()
+
+
+async def next_text(app: WsApp, text: str) -> None:
+    """Read ``text`` messages until one says ``text``."""
+    while (await app.next("text")).payload.text != text:  # type: ignore[union-attr]
+        pass
+
+
+async def cards(app: WsApp, count: int) -> list[ToolCall]:
+    return [await app.next_call() for _ in range(count)]
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+@bounded
+async def test_a_one_shot_chat_asks_through_the_gateway_and_gets_the_apps_answer(home: tuple[Path, int]) -> None:
+    path, port = home
+    with process("gateway", "run", home=path):
+        app = await app_on(port)
+        with chat("pick a colour", path) as asking:
+            (card,) = await cards(app, 1)
+            assert card.arguments["question"] == "pick a colour?"
+            assert card.origin is not None and (card.origin.kind, card.origin.label) == ("chat", "hermes chat")
+            await app.answer(card, selected="blue", index=1)
+            assert "pick a colour: blue" in await output(asking)
+            await next_text(app, "pick a colour: blue")  # the chat's reply is mirrored to the App too
+        await app.close()
+
+
+@bounded
+async def test_two_chats_ask_at_once_and_each_model_gets_its_own_answer(home: tuple[Path, int]) -> None:
+    path, port = home
+    with process("gateway", "run", home=path):
+        app = await app_on(port)
+        with chat("first", path) as first, chat("second", path) as second:
+            for card in await cards(app, 2):
+                picked = "red" if card.arguments["question"] == "first?" else "green"
+                await app.answer(card, selected=picked, index=COLOURS.index(picked))
+            assert "first: red" in await output(first)
+            assert "second: green" in await output(second)
+        await app.close()
+
+
+@bounded
+async def test_the_gateway_killed_with_a_card_open_the_chat_takes_over_and_the_card_stays_answerable(
+    home: tuple[Path, int],
+) -> None:
+    path, port = home
+    with process("gateway", "run", home=path) as gateway:
+        app = await app_on(port)
+        with chat("after the crash", path) as asking:
+            (card,) = await cards(app, 1)
+            gateway.send_signal(signal.SIGKILL)
+            await gone(app)
+            app = await app_on(port, open_calls=[card.call_id])  # now served by the chat process
+            (again,) = await cards(app, 1)
+            assert again.call_id == card.call_id and again.arguments == card.arguments
+            await app.answer(again, selected="green", index=2)
+            assert "after the crash: green" in await output(asking)  # the right model got it
+        await app.close()
+    assert gateway.returncode == -signal.SIGKILL
+
+
+class Terminal:
+    """The interactive ``hermes`` CLI under a pseudo-terminal: type into it, read what it shows."""
+
+    def __init__(self, home: Path) -> None:
+        master, slave = pty.openpty()
+        env = environ(home, TERM="xterm", COLUMNS="120", LINES="40")
+        self.process = subprocess.Popen(
+            [HERMES, "--toolsets", "lineup"], env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+        )
+        os.close(slave)
+        self.master = master
+        self.screen = b""
+
+    def read_until(self, text: bytes, timeout: float = WAIT) -> None:
+        """Read what the CLI shows until ``text`` appears (a prompt, a status line)."""
+        end = time.monotonic() + timeout
+        while text not in self.screen:
+            left = end - time.monotonic()
+            assert left > 0, f"the CLI never showed {text!r}: {self.screen[-2000:]!r}"
+            ready, _, _ = select.select([self.master], [], [], min(left, 1.0))
+            if ready:
+                self.screen += os.read(self.master, 65536)
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+        os.close(self.master)
+
+
+@bounded
+async def test_the_interactive_cli_asks_through_the_gateway_and_ctrl_c_withdraws_the_card(
+    home: tuple[Path, int],
+) -> None:
+    path, port = home
+    with process("gateway", "run", home=path):
+        app = await app_on(port)
+        terminal = Terminal(path)
+        try:
+            await anyio.to_thread.run_sync(terminal.read_until, "❯".encode())
+            terminal.type(b"interrupt me\r")
+            (card,) = await cards(app, 1)
+            assert card.origin is not None and card.origin.kind == "cli"
+            terminal.type(b"\x03")  # Ctrl+C while the card is open
+            cancel = (await app.next("tool.cancel")).payload
+            assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+            assert "interrupted" in (cancel.reason or "")
+        finally:
+            await anyio.to_thread.run_sync(terminal.close)
+        await app.close()

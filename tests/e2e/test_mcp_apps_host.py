@@ -1,0 +1,153 @@
+"""The MCP Apps card page (SEP-1865) in real Chromium, inside a minimal host page that speaks the
+spec's postMessage bridge (``tests/fixtures/mcp_host.html``), against ``lineup mcp`` over stdio with
+the official MCP client and a WebSocket App as the phone: the card renders in the host, an answer
+there completes the MCP call and dismisses the phone's card, an answer on the phone dismisses the
+host's card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, types
+from playwright.async_api import Browser, FrameLocator, Locator, Page, expect
+
+from lineup_plugin.protocol.messages import ToolCall, ToolCancel
+from tests.mcp.conftest import Lineup, make_lineup
+from tests.mcp.test_mcp_apps import apps_client
+from tests.mcp.test_mcp_stdio import CHOICE
+from tests.wsapp import WsApp
+
+from .browser import PHONE
+
+pytestmark = pytest.mark.browser
+
+HOST_PAGE = Path(__file__).parents[1] / "fixtures" / "mcp_host.html"
+FORM = {
+    "prompt": "Where to?",
+    "fields": {"type": "object", "properties": {"city": {"type": "string", "title": "City"}}, "required": ["city"]},
+}
+
+
+@asynccontextmanager
+async def host(browser: Browser, client: Client, tool: str, arguments: dict[str, Any]) -> AsyncIterator[Page]:
+    """The test host showing ``tool``'s card page for a call with ``arguments``; its tools/call go to ``client``."""
+    read = await client.read_resource(f"ui://lineup/card/{tool}")
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    context = await browser.new_context(**PHONE)
+    errors: list[str] = []
+    try:
+        page = await context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+
+        async def mcp_call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            result = await client.call_tool(name, args)
+            return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+        await page.expose_function("mcpCall", mcp_call)
+        await page.set_content(HOST_PAGE.read_text())
+        await page.evaluate("([html, args]) => startView(html, args)", [content.text, arguments])
+        yield page
+    finally:
+        await context.close()
+    assert not errors, f"uncaught errors in the host page: {errors}"
+
+
+def view(page: Page) -> FrameLocator:
+    return page.frame_locator("#view")
+
+
+async def ended(page: Page, result: types.CallToolResult) -> None:
+    """The host tells the page that the MCP call ended with ``result``, as a host must."""
+    await page.evaluate(
+        "(result) => toolResult(result)", result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+
+
+@pytest.fixture
+def lineup(tmp_path: Path) -> Lineup:
+    return make_lineup(tmp_path)
+
+
+@dataclass
+class Scene:
+    """One waiting MCP call of ``tool``: the phone (a WebSocket App) and the host page both show its card."""
+
+    page: Page
+    phone: WsApp
+    call: asyncio.Task[types.CallToolResult]
+    on_phone: ToolCall
+
+    @property
+    def card(self) -> Locator:
+        """The host's card of the call."""
+        return view(self.page).locator(f'article.card[data-call-id="{self.on_phone.call_id}"]')
+
+
+@asynccontextmanager
+async def scene(browser: Browser, lineup: Lineup, tool: str, arguments: dict[str, Any]) -> AsyncIterator[Scene]:
+    async with apps_client(lineup) as client:
+        phone = await lineup.app()
+        call = asyncio.create_task(client.call_tool(tool, arguments))
+        on_phone = await phone.next_call()
+        async with host(browser, client, tool, arguments) as page:
+            yield Scene(page, phone, call, on_phone)
+        await phone.close()
+
+
+async def test_the_card_renders_in_the_host_and_its_answer_completes_the_mcp_call(
+    browser: Browser, lineup: Lineup
+) -> None:
+    async with scene(browser, lineup, "choice", CHOICE) as it:
+        await expect(it.card.get_by_role("heading")).to_have_text("Deploy where?")
+        await it.card.get_by_role("button", name="production").click()
+        result = await asyncio.wait_for(it.call, 30)
+        assert result.structured_content == {"selected": "production", "index": 1}
+        cancel = await it.phone.next("tool.cancel")
+        assert cancel.payload == ToolCancel(call_id=it.on_phone.call_id, reason="answered on another device")
+        await expect(it.card).to_contain_text("You chose: production")
+        await ended(it.page, result)  # the host hands the page its own answer: nothing changes
+        await expect(it.card).to_have_attribute("data-state", "completed")
+        seen = await it.page.evaluate("seen")
+    assert json.loads(result.content[0].text)["status"] == "completed"  # type: ignore[union-attr]
+    said = [method for method in seen if method != "ui/notifications/size-changed"]
+    assert said == [
+        "ui/initialize",
+        "ui/notifications/initialized",
+        "tools/call lineup_card",
+        "tools/call lineup_answer",
+    ]
+    assert "ui/notifications/size-changed" in seen  # the host sized its iframe to the card
+
+
+async def test_an_answer_on_the_phone_dismisses_the_host_card(browser: Browser, lineup: Lineup) -> None:
+    async with scene(browser, lineup, "input", FORM) as it:
+        await expect(it.card.get_by_label("City")).to_be_visible()
+        await it.phone.answer(it.on_phone, values={"city": "Lyon"})
+        result = await asyncio.wait_for(it.call, 30)
+        assert result.structured_content == {"values": {"city": "Lyon"}}
+        await ended(it.page, result)
+        await expect(it.card).to_have_attribute("data-state", "dismissed")
+        await expect(it.card).to_contain_text("Answered on another device")
+        await expect(it.card.get_by_label("City")).to_be_disabled()
+
+
+async def test_a_host_card_of_a_call_that_failed_says_why(browser: Browser, lineup: Lineup) -> None:
+    async with apps_client(lineup) as client:
+        result = await client.call_tool("choice", CHOICE)  # no App connected: it fails at once
+        assert result.is_error
+        async with host(browser, client, "choice", CHOICE) as page:
+            await ended(page, result)
+            await expect(view(page).locator("#feed")).to_contain_text("failed: no LineUp App is connected")
+            await expect(view(page).locator("article.card")).to_have_count(0)

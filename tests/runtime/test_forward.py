@@ -1,0 +1,391 @@
+"""Every process can ask: calls forwarded to the process that serves the App, and the hand-over when it goes.
+
+Two :class:`LineUpService` instances on one data directory are two processes as far as LineUp
+knows (the server lock is an OS file lock per open file); the hand-over after a SIGKILL runs
+the serving side in a real child process. The App is a real WebSocket client; the store is a
+real SQLite file shared through the data directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lineup_plugin import load_registry
+from lineup_plugin.config.settings import Settings
+from lineup_plugin.protocol.messages import AgentStop, ToolCall, ToolCancel
+from lineup_plugin.protocol.session import RESTARTED
+from lineup_plugin.runtime import forward
+from lineup_plugin.runtime.service import STOPPED_BY_USER, LineUpService
+from lineup_plugin.store import read_call_audit
+from tests.runtime.fake_runtime import FakeRuntime
+from tests.wsapp import WsApp
+
+TOKEN = "forward-test-token-0123456789"
+CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+def make_service(data_dir: Path, port: int, role: str, **settings: Any) -> LineUpService:
+    options: dict[str, Any] = {"host": "127.0.0.1", "port": port, "token": TOKEN, "data_dir": data_dir}
+    registry = load_registry(load_entrypoints=False)
+    return LineUpService(FakeRuntime(), Settings(**options | settings), registry, role=role)
+
+
+@pytest.fixture
+def services(tmp_path: Path, port: int) -> Iterator[tuple[LineUpService, LineUpService]]:
+    """The gateway (serves) and a one-shot chat (forwards), on one data directory and SQLite store."""
+    gateway, chat = make_service(tmp_path, port, "gateway"), make_service(tmp_path, port, "process")
+    assert gateway.ensure_started("test")
+    yield gateway, chat
+    chat.stop()
+    gateway.stop()
+
+
+class Asking:
+    """A tool call made on a thread of the forwarding process, which a test may interrupt."""
+
+    def __init__(self, service: LineUpService, name: str = "choice", args: dict[str, Any] | None = None) -> None:
+        self.interrupted = threading.Event()
+        self.service = service
+        self.task = asyncio.create_task(
+            asyncio.to_thread(
+                service.call_blocking,
+                name,
+                CHOICE if args is None else args,
+                is_interrupted=self.interrupted.is_set,
+                heartbeat=lambda: None,
+                deadline=60,
+            )
+        )
+
+    async def result(self) -> Any:
+        return await asyncio.wait_for(self.task, 60)
+
+
+@pytest.fixture
+def owner(tmp_path: Path, port: int) -> Iterator[subprocess.Popen[str]]:
+    """A real process that serves the App from ``tmp_path`` on ``port`` until it is killed."""
+    command = [sys.executable, "-m", "tests.runtime.fake_runtime", str(tmp_path), str(port), TOKEN]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+async def connect(port: int, **options: Any) -> WsApp:
+    """The App connecting, and trying again while the port is closed (as the real App does)."""
+    server = SimpleNamespace(port=port, token=TOKEN)
+    for _ in range(400):
+        try:
+            return await WsApp.connect(server, **options)  # type: ignore[arg-type]
+        except OSError:
+            await asyncio.sleep(0.05)  # the App's own retry pace, not a synchronisation
+    raise AssertionError(f"nothing serves on port {port}")
+
+
+async def asked(service: LineUpService, port: int) -> tuple[WsApp, Asking, ToolCall]:
+    """The App connected, and a card ``service`` (a forwarding process) asked, shown on it."""
+    app = await connect(port)
+    asking = Asking(service)
+    return app, asking, await app.next_call()
+
+
+async def test_a_call_in_another_process_reaches_the_app_and_its_answer_comes_back(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    gateway, chat = services
+    app, asking, call = await asked(chat, port)
+    assert call.origin is not None and call.origin.kind == "process"  # (``hermes chat`` would be "chat")
+    await app.answer(call, selected="yes", index=0)
+    result = await asking.result()
+    assert (result.status, result.call_id) == ("completed", call.call_id)
+    assert result.result == {"selected": "yes", "index": 0}
+    assert not chat.serving and gateway.serving
+    await app.close()
+
+
+async def test_the_forwarding_process_gets_the_same_failure_statuses(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    no_app = await Asking(chat).result()
+    assert (no_app.status, no_app.result.get("error")) == ("failed", "no_app")
+    bad = await Asking(chat, args={"question": "?"}).result()
+    assert (bad.status, bad.result.get("error")) == ("failed", "invalid_arguments")
+    app, asking, call = await asked(chat, port)
+    await app.answer(call, "rejected")
+    assert (await asking.result()).status == "rejected"
+    await app.close()
+
+
+async def test_an_interrupt_in_the_forwarding_process_cancels_the_card_on_the_app(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app, asking, call = await asked(chat, port)
+    asking.interrupted.set()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.call_id == call.call_id
+    result = await asking.result()
+    assert (result.status, result.call_id) == ("cancelled", call.call_id)
+    await app.close()
+
+
+async def test_the_apps_stop_button_interrupts_the_forwarding_process_and_closes_its_card(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    gateway, chat = services
+    app, asking, call = await asked(chat, port)
+    await app.send(AgentStop())
+    result = await asking.result()
+    assert (result.status, result.call_id) == ("cancelled", call.call_id)
+    assert STOPPED_BY_USER in result.result["message"]
+    assert await asyncio.to_thread(chat.runtime.interrupted.wait, 30)  # type: ignore[attr-defined]
+    assert gateway.runtime.interrupts  # type: ignore[attr-defined]
+    await app.close()
+
+
+async def test_two_processes_ask_at_once_and_each_gets_its_own_answer(tmp_path: Path, port: int) -> None:
+    gateway, first, second = (make_service(tmp_path, port, role) for role in ("gateway", "cli", "process"))
+    try:
+        assert gateway.ensure_started("test")
+        app = await connect(port)
+        asks = {"first": Asking(first, args={"question": "first?", "options": ["a", "b"]}),
+                "second": Asking(second, args={"question": "second?", "options": ["c", "d"]})}
+        calls = [await app.next_call(), await app.next_call()]
+        for call in calls:
+            await app.answer(call, selected=call.arguments["options"][1], index=1)
+        assert (await asks["first"].result()).result == {"selected": "b", "index": 1}
+        assert (await asks["second"].result()).result == {"selected": "d", "index": 1}
+        assert {call.origin.kind for call in calls if call.origin} == {"cli", "process"}
+        await app.close()
+    finally:
+        for service in (first, second, gateway):
+            service.stop()
+
+
+async def test_when_the_serving_process_stops_a_waiting_process_takes_over_and_the_card_stays_answerable(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+) -> None:
+    gateway, chat = services
+    app, asking, call = await asked(chat, port)
+    await asyncio.to_thread(gateway.stop)
+    assert "tool.cancel" not in [message.kind for message in (await app.closed())[2]]  # handed over, not ended
+    app = await connect(port, open_calls=[call.call_id])  # the App reconnects by itself
+    again = await app.next_call()
+    assert again.call_id == call.call_id and chat.serving
+    await app.answer(again, selected="no", index=1)
+    result = await asking.result()
+    assert (result.status, result.result.get("selected"), result.call_id) == ("completed", "no", call.call_id), result
+    await app.close()
+
+
+async def test_when_the_serving_process_is_killed_a_waiting_process_takes_over_from_the_store(
+    tmp_path: Path, port: int, owner: subprocess.Popen[str]
+) -> None:
+    chat = make_service(tmp_path, port, "process")
+    try:
+        assert owner.stdout is not None and await asyncio.to_thread(owner.stdout.readline) == "serving\n"
+        app = await connect(port)
+        asking = Asking(chat)
+        call = await app.next_call()
+        assert call.origin is not None
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(30)
+        await app.closed()
+        app = await connect(port, open_calls=[call.call_id])
+        again = await app.next_call()
+        assert again.call_id == call.call_id and again.arguments == call.arguments
+        await app.answer(again, selected="yes", index=0)
+        result = await asking.result()
+        assert (result.status, result.result["selected"], result.call_id) == ("completed", "yes", call.call_id)
+        assert chat.serving
+        await app.close()
+    finally:
+        chat.stop()
+    events = [record.event for record in read_call_audit(tmp_path / "lineup.sqlite3") if record.call_id == call.call_id]
+    assert "call.recovered" in events and events[-1] == "call.completed"
+
+
+def forward_raw(data_dir: Path, call_id: str) -> socket.socket:
+    """A forwarding process speaking the socket's protocol by hand; its call is ``choice`` with ``call_id``."""
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(str(forward.socket_path(data_dir)))
+    token = (data_dir / forward.TOKEN_FILE).read_text()
+    hello = {"op": "hello", "token": token, "pid": 1}
+    request = {"op": "call", "call_id": call_id, "name": "choice", "arguments": CHOICE}
+    sock.sendall((json.dumps(hello) + "\n" + json.dumps(request) + "\n").encode())
+    return sock
+
+
+async def test_a_call_left_open_by_a_killed_process_that_nobody_claims_is_closed_after_the_grace(
+    tmp_path: Path, port: int, owner: subprocess.Popen[str]
+) -> None:
+    other = make_service(tmp_path, port, "process", handover_grace=0.5)
+    try:
+        assert owner.stdout is not None and await asyncio.to_thread(owner.stdout.readline) == "serving\n"
+        app = await connect(port)
+        orphan = await asyncio.to_thread(forward_raw, tmp_path, "call-nobody-waits-for")
+        assert (await app.next_call()).call_id == "call-nobody-waits-for"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(30)
+        orphan.close()
+        await app.closed()
+        assert await asyncio.to_thread(other.ensure_started, "take over")
+        app = await connect(port, open_calls=["call-nobody-waits-for"])
+        assert (await app.next_call()).call_id == "call-nobody-waits-for"  # still open meanwhile
+        cancel = (await app.next("tool.cancel")).payload
+        assert isinstance(cancel, ToolCancel)
+        assert (cancel.call_id, cancel.reason) == ("call-nobody-waits-for", RESTARTED)
+        await app.close()
+    finally:
+        other.stop()
+
+
+async def test_a_forwarding_process_that_dies_has_its_card_cancelled(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+) -> None:
+    app = await connect(port)
+    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-from-a-dying-process")
+    call = await app.next_call()
+    assert call.call_id == "call-from-a-dying-process"
+    sock.close()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
+    await app.close()
+
+
+# ------------------------------------------------------------------------ hostile peers
+
+
+def exchange(path: Path, data: bytes) -> dict[str, Any]:
+    """Send ``data`` on the forwarding socket; the one line the server answers (it then closes)."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return dict(json.loads(answer)) if answer else {}
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b'{"op": "hello", "token": "wrong"}\n', "wrong token"),
+        (b'{"op": "call"}\n', "hello with the token first"),
+        (b"[1, 2]\n", "not a JSON object"),
+        (b"\xff\xfe\n", "not JSON"),
+        (b'{"op": "hello", "token": "\\ud800"}\n', "wrong token"),
+        (b"x" * (forward.MAX_LINE + 10), "longer than"),
+    ],
+    ids=["wrong-token", "no-hello", "not-an-object", "not-utf8", "lone-surrogate", "huge-line"],
+)
+async def test_the_forwarding_socket_refuses_bad_peers_saying_why(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, data: bytes, says: str
+) -> None:
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
+    assert answer["op"] == "error" and says in answer["message"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "says"),
+    [
+        ({"op": "call", "call_id": "", "name": "choice"}, "call_id"),
+        ({"op": "call", "call_id": "c1", "name": "choice", "arguments": []}, "arguments"),
+        ({"op": "call", "call_id": "c1", "name": "choice", "deadline": -1}, "deadline"),
+        ({"op": "call", "call_id": "c1", "name": "choice", "origin": {"kind": "martian"}}, "origin"),
+        ({"op": "status", "state": "dancing"}, "state: expected one of"),
+        ({"op": "status", "state": "idle", "detail": 5}, "detail"),
+        ({"op": "text", "text": ""}, "text: expected a non-empty string"),
+        ({"op": "shout"}, "expected a call, a status or a text"),
+    ],
+    ids=[
+        "empty-id",
+        "arguments-list",
+        "negative-deadline",
+        "unknown-origin",
+        "unknown-state",
+        "detail-number",
+        "empty-text",
+        "unknown-op",
+    ],
+)
+async def test_a_bad_request_on_the_forwarding_socket_is_refused_naming_the_field(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, request_: dict[str, Any], says: str
+) -> None:
+    token = (tmp_path / forward.TOKEN_FILE).read_text()
+    data = (json.dumps({"op": "hello", "token": token}) + "\n" + json.dumps(request_) + "\n").encode()
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
+    assert answer["op"] == "error" and says in answer["message"]
+
+
+def test_the_socket_and_its_token_are_private_to_this_user(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path
+) -> None:
+    path = forward.socket_path(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / forward.TOKEN_FILE).stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o077 == 0
+
+
+def test_a_data_dir_too_deep_for_a_socket_path_gets_a_private_one_elsewhere(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    path = forward.socket_path(deep)
+    assert len(os.fsencode(path)) <= 100 and path == forward.socket_path(deep)
+    assert path != forward.socket_path(tmp_path / "other")
+
+
+def test_when_the_serving_process_cannot_be_reached_the_call_fails_naming_it(tmp_path: Path, port: int) -> None:
+    from lineup_plugin.runtime.lock import ServerLock
+
+    lock = ServerLock(tmp_path)
+    assert lock.acquire("gateway", command="old-lineup")  # holds the lock, never listens
+    chat = make_service(tmp_path, port, "process")
+    try:
+        result = chat.call_blocking("choice", CHOICE, is_interrupted=lambda: False, heartbeat=lambda: None, deadline=1)
+    finally:
+        lock.release()
+    assert (result.status, result.result["error"]) == ("failed", "not_owner")
+    assert "cannot reach" in result.result["message"] and "old-lineup" in result.result["message"]
+
+
+async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app = await connect(port)
+    await asyncio.to_thread(chat.report_status, "thinking", "the one-shot chat")
+    while (status := (await app.next("agent.status")).payload).state != "thinking":  # type: ignore[union-attr]
+        pass
+    assert status.detail == "the one-shot chat"  # type: ignore[union-attr]
+    await asyncio.to_thread(chat.send_text, "Deploying to staging.")
+    assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
+    await app.close()

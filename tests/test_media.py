@@ -1,0 +1,276 @@
+"""Files both ways over the real direct server: uploads in pieces over the App's WebSocket, downloads
+over HTTP with the key; every refusal says why and leaves nothing half-written in the data dir."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_plugin import Hub, MediaError, load_registry
+from lineup_plugin.media import UPLOAD_IDLE_SECONDS, MediaStore, StoredFile
+from lineup_plugin.protocol.messages import (
+    Attachment,
+    Error,
+    FileBegin,
+    FileChunk,
+    FileStored,
+    Text,
+)
+from lineup_plugin.transports.direct.server import DirectServer
+from tests.transports.test_direct import http_get, make_settings
+from tests.wsapp import WsApp, wait_until
+
+#: a 1×1 PNG
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+LIMIT = 64 * 1024
+
+
+class Received:
+    """What the hub handed the runtime: App text with its files."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[StoredFile]]] = []
+
+    def __call__(self, device_id: str, text: str, files: list[StoredFile]) -> None:
+        self.messages.append((text, files))
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[DirectServer]:
+    settings = make_settings(tmp_path, max_file_bytes=LIMIT)
+    hub = Hub(load_registry(load_entrypoints=False), media=MediaStore.from_settings(settings), on_files=Received())
+    async with DirectServer.from_settings(hub, settings) as running:
+        yield running
+
+
+def media_dir(server: DirectServer) -> MediaStore:
+    assert server.hub.media is not None
+    return server.hub.media
+
+
+def leftovers(server: DirectServer) -> list[str]:
+    """Every file under the media directory."""
+    root = media_dir(server).root
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def pieces(data: bytes, size: int = 1000) -> list[str]:
+    return [base64.b64encode(data[i : i + size]).decode() for i in range(0, len(data), size)] or [""]
+
+
+async def upload(app: WsApp, data: bytes, *, name: str = "photo.png", mime: str = "image/png", **begin: Any) -> Any:
+    """Send ``data`` as an upload; the agent's answer (``file.stored`` or ``error``)."""
+    fields: dict[str, Any] = {"upload_id": "u1", "name": name, "mime": mime, "size": len(data)}
+    fields["sha256"] = hashlib.sha256(data).hexdigest()
+    await app.send(FileBegin(**{**fields, **begin}))
+    for seq, piece in enumerate(pieces(data)):
+        await app.send(FileChunk(upload_id="u1", seq=seq, data=piece))
+    while True:
+        message = await app.recv()
+        if message.kind in ("file.stored", "error"):
+            return message.payload
+
+
+async def refused(app: WsApp, begin: dict[str, Any], chunks: list[FileChunk]) -> Error:
+    await app.send(FileBegin.model_validate({"upload_id": "u1", "name": "a.png", "mime": "image/png", **begin}))
+    for chunk in chunks:
+        await app.send(chunk)
+    error = (await app.next("error")).payload
+    assert isinstance(error, Error) and error.upload_id == "u1"
+    return error
+
+
+# ------------------------------------------------------------------------------ uploads
+
+
+async def test_an_upload_is_kept_by_its_hash_and_its_text_reaches_the_runtime_with_the_file(
+    server: DirectServer,
+) -> None:
+    app = await WsApp.connect(server)
+    photo = PNG + os.urandom(5000)
+    stored = await upload(app, photo)
+    assert isinstance(stored, FileStored)
+    sha = hashlib.sha256(photo).hexdigest()
+    assert stored.file.id == sha and stored.file.size == len(photo) and stored.file.url
+    await app.send(Text(text="what is this?", attachments=[stored.file]))
+    received = server.hub.on_files
+    assert isinstance(received, Received)
+    await wait_until(lambda: received.messages)
+    text, (file,) = received.messages[0]
+    assert text == "what is this?" and file.path.read_bytes() == photo and file.mime == "image/png"
+    assert leftovers(server) == [f"files/{sha[:2]}/{sha}", f"files/{sha[:2]}/{sha}.json"]
+    await app.close()
+
+
+async def test_a_file_too_large_is_refused_before_any_byte_is_kept(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    error = await refused(app, {"size": LIMIT + 1}, [])
+    assert error.code == "file_too_large" and f"{LIMIT:,} bytes" in error.message
+    assert leftovers(server) == []
+    await app.close()
+
+
+async def test_a_type_not_accepted_is_refused(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    error = await refused(app, {"size": 10, "name": "run.exe", "mime": "application/x-msdownload"}, [])
+    assert error.code == "file_type_refused" and "application/x-msdownload" in error.message
+    assert leftovers(server) == []
+    await app.close()
+
+
+async def test_an_image_whose_bytes_are_not_an_image_is_refused_and_deleted(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    error = await upload(app, b"<svg onload=alert(1)>", name="x.png")
+    assert isinstance(error, Error) and error.code == "file_type_refused"
+    assert leftovers(server) == []
+    await app.close()
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "a/b.png", "..\\x.png", "..", "ok\x00.png"])
+async def test_a_name_with_a_path_is_refused(server: DirectServer, name: str) -> None:
+    app = await WsApp.connect(server)
+    error = await refused(app, {"size": 10, "name": name}, [])
+    assert error.code == "bad_file_name" and "without a path" in error.message
+    assert leftovers(server) == []
+    await app.close()
+
+
+async def test_more_bytes_than_announced_out_of_order_or_bad_base64_end_the_upload(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    too_long = await refused(app, {"size": 4}, [FileChunk(upload_id="u1", seq=0, data=pieces(PNG)[0])])
+    assert too_long.code == "upload_failed" and "longer than the 4 bytes announced" in too_long.message
+    skipped = await refused(app, {"size": 100}, [FileChunk(upload_id="u1", seq=1, data="AAAA")])
+    assert "piece 1" in skipped.message and "0 was due" in skipped.message
+    garbled = await refused(app, {"size": 100}, [FileChunk(upload_id="u1", seq=0, data="not base64!")])
+    assert "not valid base64" in garbled.message
+    assert leftovers(server) == []
+    await app.close()
+
+
+async def test_a_damaged_upload_fails_its_hash_and_is_deleted(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    error = await upload(app, PNG, sha256="0" * 64)
+    assert isinstance(error, Error) and error.code == "upload_failed" and "SHA-256 does not match" in error.message
+    assert leftovers(server) == []
+    await app.close()
+
+
+async def test_an_upload_cut_short_by_a_closed_connection_leaves_nothing(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    data = PNG + os.urandom(3000)
+    await app.send(FileBegin(upload_id="u1", name="a.png", mime="image/png", size=len(data)))
+    await app.send(FileChunk(upload_id="u1", seq=0, data=pieces(data)[0]))
+    await wait_until(
+        lambda: any(
+            name.endswith(".part") and os.path.getsize(media_dir(server).root / name) for name in leftovers(server)
+        )
+    )
+    await app.close()
+    await wait_until(lambda: not server.hub.peers)
+    assert leftovers(server) == []
+
+
+async def test_an_idle_upload_is_dropped_and_a_chunk_without_begin_is_refused(tmp_path: Path) -> None:
+    now = [time.time()]
+    media = MediaStore(tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=1, clock=lambda: now[0])
+    media.begin("link", FileBegin(upload_id="u1", name="a.png", mime="image/png", size=10))
+    now[0] += UPLOAD_IDLE_SECONDS + 1
+    media.begin("link", FileBegin(upload_id="u2", name="b.png", mime="image/png", size=10))
+    assert [p.name for p in media.incoming.iterdir()].__len__() == 1
+    with pytest.raises(MediaError, match="no upload 'u1' is under way"):
+        media.chunk("link", FileChunk(upload_id="u1", seq=0, data="AAAA"))
+    with pytest.raises(MediaError, match="no upload 'u2' is under way"):
+        media.chunk("another link", FileChunk(upload_id="u2", seq=0, data="AAAA"))
+
+
+async def test_text_naming_a_file_never_uploaded_is_refused(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    ghost = Attachment(id="ab" * 32, name="ghost.png", mime="image/png", size=3)
+    await app.send(Text(text="see", attachments=[ghost]))
+    error = (await app.next("error")).payload
+    assert isinstance(error, Error) and error.code == "unknown_file" and "send it again" in error.message
+    await app.close()
+
+
+async def test_a_small_file_may_come_inline_as_over_the_relay(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    sha = hashlib.sha256(PNG).hexdigest()
+    inline = Attachment(id=sha, name="dot.png", mime="image/png", size=len(PNG), data=base64.b64encode(PNG).decode())
+    await app.send(Text(text="inline", attachments=[inline]))
+    received = server.hub.on_files
+    assert isinstance(received, Received)
+    await wait_until(lambda: received.messages)
+    assert received.messages[0][1][0].path.read_bytes() == PNG
+    await app.close()
+
+
+# ---------------------------------------------------------------------------- downloads
+
+
+async def test_an_agent_file_reaches_the_app_and_is_served_only_with_its_key(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    await server.hub.send_file("the chart", PNG, "chart.png", "image/png")
+    message = (await app.next("text")).payload
+    assert isinstance(message, Text) and message.text == "the chart"
+    (file,) = message.attachments
+    assert file.url and file.data is None and file.mime == "image/png"
+    status, headers, body = await http_get(server.port, file.url)
+    assert status == 200 and body == PNG and headers["content-type"] == "image/png"
+    assert headers["content-security-policy"] == "default-src 'none'; sandbox"
+    assert headers["x-content-type-options"] == "nosniff"
+    no_key = await http_get(server.port, f"/media/{file.id}")
+    wrong_key = await http_get(server.port, f"/media/{file.id}?key={'0' * 32}")
+    traversal = await http_get(server.port, f"/media/../../token?key={file.url.split('key=')[1]}")
+    assert [no_key[0], wrong_key[0], traversal[0]] == [403, 403, 403]
+    assert b"needs the key" in no_key[2] and PNG not in no_key[2] + wrong_key[2] + traversal[2]
+    await app.close()
+
+
+async def test_a_file_that_is_not_a_raster_image_is_only_ever_a_download(server: DirectServer) -> None:
+    app = await WsApp.connect(server)
+    await server.hub.send_file("", b"<html><script>alert(1)</script>", "page.html", "text/html")
+    (file,) = (await app.next("text")).payload.attachments  # type: ignore[union-attr]
+    assert file.url
+    status, headers, _ = await http_get(server.port, file.url)
+    assert status == 200 and headers["content-type"] == "application/octet-stream"
+    assert headers["content-disposition"] == "attachment; filename*=UTF-8''page.html"
+    await app.close()
+
+
+def test_files_past_their_retention_are_deleted(tmp_path: Path) -> None:
+    now = [time.time()]
+    media = MediaStore(tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=1, clock=lambda: now[0])
+    old = media.put(PNG, "old.png", "image/png")
+    os.utime(old.path, (now[0] - 2 * 86400, now[0] - 2 * 86400))
+    now[0] += 3601  # the next sweep is due
+    fresh = media.put(PNG + b"x", "new.png", "image/png")
+    assert media.get(old.sha256) is None and not old.path.with_suffix(".json").exists()
+    assert media.get(fresh.sha256) is not None
+
+
+def test_a_part_left_by_a_killed_process_is_gone_at_the_next_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    stray = settings.data_dir / "media" / "incoming" / "0123456789abcdef.part"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"half a photo")
+    MediaStore.from_settings(settings)
+    assert not stray.exists()
+
+
+async def test_an_upload_without_the_token_is_refused_and_nothing_is_kept(server: DirectServer) -> None:
+    intruder = await WsApp.connect(server, token="not-the-token-at-all", welcome=False)
+    await intruder.send(FileBegin(upload_id="u1", name="a.png", mime="image/png", size=len(PNG)))
+    await intruder.send(FileChunk(upload_id="u1", seq=0, data=pieces(PNG)[0]))
+    code, reason, told = await intruder.closed()
+    assert (code, reason) == (4401, "wrong token")
+    assert [message.kind for message in told] == ["error"]
+    assert leftovers(server) == []
