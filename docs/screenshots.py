@@ -1,8 +1,10 @@
 """Take the App screenshots in docs/ with the real direct server, a hub call and headless Chromium.
 
 Run from the repository root: ``.venv/bin/python docs/screenshots.py``. It writes
-``docs/choice-card.png`` (a choice card in the chat) and ``docs/canvas.png`` (a canvas the agent
-drew on), both phone-sized.
+``docs/choice-card.png`` (a choice card in the chat), ``docs/canvas.png`` (a canvas the agent
+drew on), ``docs/history.png`` (a second phone that caught up: the answered card says where it was
+answered, the board is rebuilt) and ``docs/conversations.png`` (a card of another agent session),
+all phone-sized. ``--only history`` writes the last two only.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lineup_plugin.transports.direct.server import DirectServer  # noqa: E402
 from tests.e2e.browser import PHONE, launch  # noqa: E402
 
 DOCS = ROOT / "docs"
+TOKEN = "screenshot-token-0123456789"
 
 #: a small landscape, stroke by stroke: (path, colour, width)
 LANDSCAPE = [
@@ -45,7 +48,7 @@ async def user_says(page: Page, text: str) -> None:
 
 def screenshot_settings(data: str) -> Settings:
     """The settings of a screenshot agent whose data lives in the directory ``data``."""
-    return Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
+    return Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=Path(data))
 
 
 @asynccontextmanager
@@ -76,7 +79,8 @@ async def main() -> None:
             }
             choice = asyncio.create_task(hub.call("choice", question))
             await expect(page.get_by_role("button", name="production")).to_be_visible()
-            await page.screenshot(path=DOCS / "choice-card.png")
+            if "history" not in sys.argv:
+                await page.screenshot(path=DOCS / "choice-card.png")
             await page.get_by_role("button", name="staging").click()
             await choice
 
@@ -90,7 +94,36 @@ async def main() -> None:
             await hub.send_text("Here it is: mountains, a tree, the sun and a bird.")
             await hub.set_status("idle")
             await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
-            await page.screenshot(path=DOCS / "canvas.png")
+            if "history" not in sys.argv:
+                await page.screenshot(path=DOCS / "canvas.png")
+            await history_shots(page, hub)
+
+
+async def history_shots(first: Page, hub: Hub) -> None:
+    """A second phone opens the link: the conversation so far comes from the history; then another session asks."""
+    browser = first.context.browser
+    assert browser is not None
+    context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
+    page = await context.new_page()
+    await page.goto(f"{first.url.split('#')[0]}#token={TOKEN}")
+    await expect(page.locator("#link")).to_have_text("Connected")
+    answered = page.locator('article.card[data-tool="choice"]')
+    await expect(answered.locator(".card-where")).to_contain_text("Answered on another device")
+    await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
+    await answered.scroll_into_view_if_needed()
+    await page.screenshot(path=DOCS / "history.png")
+
+    await hub.name_conversation("hermes-cli-7f3a", "CLI: release notes")
+    await hub.send_text("Drafting the release notes for 1.4.2.", conversation_id="hermes-cli-7f3a")
+    question = {"message": "Publish the release notes to the changelog?", "risk": "user_confirmation"}
+    confirm = asyncio.create_task(hub.call("confirm", question, conversation_id="hermes-cli-7f3a"))
+    await page.get_by_role("group", name="Conversations").get_by_role("button", name="CLI: release notes").click()
+    await expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    await page.get_by_role("button", name="Approve").blur()
+    await page.screenshot(path=DOCS / "conversations.png")
+    await page.get_by_role("button", name="Approve").click()
+    await confirm
+    await context.close()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Run from the repository root with the example plugin importable:
 ``PYTHONPATH=.:examples/lineup-weather .venv/bin/python docs/screenshots_renderers.py``. It writes
 ``docs/plugin-renderer.png`` (the ``rating`` card that ``lineup-weather`` ships) and
-``docs/tool-usage.png`` (the App's metering view), both phone-sized.
+``docs/tool-usage.png`` (the App's metering view), both phone-sized, and ``docs/mcp-apps-card.png``
+(a ``choice`` card as an MCP Apps host shows it: ``lineup mcp`` with the official client, the
+test host page of ``tests/fixtures/mcp_host.html``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from lineup_plugin.plugins import collect_tools, get_plugin_manager  # noqa: E40
 from lineup_plugin.store import SQLiteStore  # noqa: E402
 from lineup_plugin.transports.direct.server import DirectServer  # noqa: E402
 from tests.e2e.browser import PHONE, launch  # noqa: E402
+from tests.e2e.test_mcp_apps_host import host, view  # noqa: E402
+from tests.mcp.conftest import make_lineup  # noqa: E402
+from tests.mcp.test_mcp_apps import apps_client  # noqa: E402
 
 DOCS = ROOT / "docs"
 
@@ -60,5 +65,24 @@ async def main() -> None:
             await browser.close()
 
 
+async def mcp_apps_card() -> None:
+    question = {"question": "Deploy build 1.4.2 to which environment?", "options": ["test", "staging", "production"]}
+    with tempfile.TemporaryDirectory() as data:
+        lineup = make_lineup(Path(data))
+        async with apps_client(lineup) as client, async_playwright() as playwright:
+            phone = await lineup.app()
+            call = asyncio.create_task(client.call_tool("choice", question))
+            await phone.next_call()
+            browser = await launch(playwright)
+            async with host(browser, client, "choice", question) as page:
+                await expect(view(page).get_by_role("button", name="production")).to_be_visible()
+                await page.locator("#view").screenshot(path=DOCS / "mcp-apps-card.png")
+                await view(page).get_by_role("button", name="staging").click()
+                await call
+            await browser.close()
+            await phone.close()
+
+
 if __name__ == "__main__":
     asyncio.run(main())
+    asyncio.run(mcp_apps_card())

@@ -102,7 +102,8 @@ class Demo:
         if text.strip().lower() == AGAIN:
             self._again.set()
         else:
-            await self.hub.send_text(f"I'm only a script. Type '{AGAIN}' to run it again.")
+            where = self.hub.text_conversation  # answered in the conversation it was typed in
+            await self.hub.send_text(f"I'm only a script. Type '{AGAIN}' to run it again.", conversation_id=where)
 
     async def _on_stop(self, device_id: str) -> None:
         self.out(f"{device_id} pressed stop")

@@ -36,6 +36,7 @@ from .errors import ArgumentsError, HandedOverError, MediaError, StoreError, Tra
 from .media import MediaStore, StoredFile
 from .protocol import codec
 from .protocol.calls import Call
+from .protocol.history import DEFAULT_RETENTION, Record, Retention
 from .protocol.messages import (
     Actor,
     AgentState,
@@ -147,6 +148,7 @@ class Hub:
         on_files: FilesHandler | None = None,
         media: MediaStore | None = None,
         clock: Callable[[], float] = time.time,
+        retention: Retention = DEFAULT_RETENTION,
         reclaim: float = 0.0,
     ) -> None:
         self.registry = registry
@@ -165,6 +167,7 @@ class Hub:
             clock=clock,
             agent_id=agent_id,
             conversation_id=conversation_id,
+            retention=retention,
         )
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
         #: changes told to the devices and the model but not yet written (the store failed on them)
@@ -173,6 +176,8 @@ class Hub:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
+        self.text_conversation = conversation_id
         #: runs of high-risk in-process tools an App called, waiting for the user's approval
         self.app_runs: set[asyncio.Task[None]] = set()
         #: the calls a previous process left pending and this hub closed when it was made (the
@@ -194,6 +199,7 @@ class Hub:
             agent_id=settings.agent_id,
             deadline=settings.deadline,
             deadlines=settings.deadlines,
+            retention=settings.retention,
             reclaim=settings.handover_grace,
             **options,
         )
@@ -277,7 +283,7 @@ class Hub:
                 key: str | None = change.call.call_id
                 calls[change.call.call_id] = change.call
             else:
-                key = change.call_id if isinstance(change, Audit) else None
+                key = change.call_id if isinstance(change, Audit | Record) else None
             groups.setdefault(key, []).append(change)
         failed: set[str] = set()
         for key, changes in groups.items():
@@ -296,6 +302,8 @@ class Hub:
     async def _settle(self) -> None:
         """Flush, then run the events that need the runtime (each may produce more to flush)."""
         for event in self._flush():
+            if isinstance(event, TextReceived):
+                self.text_conversation = event.conversation_id
             if isinstance(event, TextReceived) and event.attachments:
                 await self._text_with_files(event)
             elif isinstance(event, TextReceived):
@@ -426,10 +434,18 @@ class Hub:
         return sent
 
     async def send_text(
-        self, text: str, *, message_id: str | None = None, attachments: Sequence[Attachment] = ()
+        self,
+        text: str,
+        *,
+        message_id: str | None = None,
+        attachments: Sequence[Attachment] = (),
+        conversation_id: str | None = None,
     ) -> str:
-        """Send an agent reply to every device (settling the reply streamed under ``message_id``); its id."""
-        message_id = self.session.send_text(text, message_id=message_id, attachments=attachments)
+        """Send an agent reply (in ``conversation_id``, default the hub's) to every device, settling the reply
+        streamed under ``message_id``; its id. Kept in the history."""
+        message_id = self.session.send_text(
+            text, message_id=message_id, attachments=attachments, conversation_id=conversation_id
+        )
         self._flush()
         return message_id
 
@@ -444,14 +460,21 @@ class Hub:
         inline = any(getattr(peer.link, "max_text", None) is not None for peer in self.peers)
         return await self.send_text(text, attachments=[self.media.attachment(file, inline=inline)])
 
-    async def stream_text(self, message_id: str, text: str) -> None:
+    async def stream_text(self, message_id: str, text: str, *, conversation_id: str | None = None) -> None:
         """Reply ``message_id``, still being written, reads ``text`` so far: send every device the new piece."""
-        self.session.stream_text(message_id, text)
+        self.session.stream_text(message_id, text, conversation_id=conversation_id)
         self._flush()
 
-    async def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record and push the agent's status to every device."""
-        self.session.set_status(state, detail)
+    async def set_status(
+        self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None
+    ) -> None:
+        """Record and push the agent's status (in ``conversation_id``) to every device."""
+        self.session.set_status(state, detail, conversation_id=conversation_id)
+        self._flush()
+
+    async def name_conversation(self, conversation_id: str, title: str) -> None:
+        """Title a conversation (e.g. an agent session's title); every device is told, the history keeps it."""
+        self.session.name_conversation(conversation_id, title)
         self._flush()
 
     @property
@@ -473,10 +496,13 @@ class Hub:
         action: str | None = None,
         deadline: float | None = None,
         call_id: str | None = None,
+        conversation_id: str | None = None,
         origin: Origin | None = None,
         detached: bool = False,
     ) -> ToolResult:
         """Call a tool and wait for its terminal result; never raises for a bad call.
+
+        The call belongs to ``conversation_id`` (default: the hub's); its card says so.
 
         Bad arguments give a ``failed`` result naming the field and what was expected; no App
         connected gives ``failed`` saying so. A call id that was already made is never run
@@ -511,7 +537,9 @@ class Hub:
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        call = self.session.start_call(request, wait=wait, new_id=new_id, forwarded=detached)
+        call = self.session.start_call(
+            request, wait=wait, new_id=new_id, forwarded=detached, conversation_id=conversation_id
+        )
         self._flush()
         return await self._wait(call, owner=not detached)
 

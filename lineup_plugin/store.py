@@ -1,4 +1,4 @@
-"""Where the hub keeps calls, seen envelope ids and the audit log.
+"""Where the hub keeps calls, seen envelope ids, the audit log and the conversations' history.
 
 :class:`MemoryStore` keeps them for the life of the process. The durable SQLite store
 (:class:`SQLiteStore`) keeps them across restarts, a SIGKILL included. Neither stores secrets or
@@ -23,7 +23,8 @@ from urllib.parse import quote
 
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
-from .protocol.messages import ToolCall, ToolResult
+from .protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
+from .protocol.messages import ConversationInfo, HistoryEntry, ToolCall, ToolResult
 from .protocol.session import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
 
 if TYPE_CHECKING:
@@ -58,6 +59,18 @@ class Store(Protocol):
 
     def was_seen(self, envelope_id: str) -> bool:
         """Whether this envelope id was recorded (also by an earlier process, for the durable store)."""
+
+    def history_id(self) -> str:
+        """The id of this store's history (made with the store; a new store counts seqs from 1 again)."""
+
+    def history_head(self) -> int:
+        """The highest seq kept (0 for none)."""
+
+    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """At most ``limit`` entries with a seq above ``after`` and a time not before ``oldest_at``, oldest first."""
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first."""
 
     def add_secret(self, secret: str) -> None:
         """Redact ``secret`` from audit details written from now on (e.g. a token generated after opening)."""
@@ -111,9 +124,15 @@ class _OneChange(ABC):
 
 
 class MemoryStore(_OneChange):
-    """A store that lives as long as the process; ended calls, seen ids and audit records are bounded."""
+    """A store that lives as long as the process; ended calls, seen ids, audit records and history are bounded."""
 
-    def __init__(self, *, seen_limit: int = SEEN_LIMIT, ended_limit: int = ENDED_LIMIT) -> None:
+    def __init__(
+        self,
+        *,
+        seen_limit: int = SEEN_LIMIT,
+        ended_limit: int = ENDED_LIMIT,
+        retention: Retention = DEFAULT_RETENTION,
+    ) -> None:
         self._calls: dict[str, Call] = {}
         self._ended: OrderedDict[str, Call] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -121,6 +140,10 @@ class MemoryStore(_OneChange):
         self._ended_limit = ended_limit
         self._audit: list[tuple[str, str | None, str | None, str]] = []
         self._secrets: list[str] = []
+        self.retention = retention
+        self._history: OrderedDict[int, Record] = OrderedDict()
+        self._conversations: dict[str, SaveConversation] = {}
+        self._history_id = os.urandom(16).hex()
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Keep the changes (an ended call moves to the bounded list of ended calls)."""
@@ -131,6 +154,11 @@ class MemoryStore(_OneChange):
                 self._seen[change.envelope_id] = None
                 if len(self._seen) > self._seen_limit:
                     self._seen.popitem(last=False)
+            elif isinstance(change, Record):
+                self._keep_entry(change)
+            elif isinstance(change, SaveConversation):
+                self._conversations.pop(change.conversation_id, None)
+                self._conversations[change.conversation_id] = change
             elif change.detail and self._secrets:
                 self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
@@ -148,6 +176,37 @@ class MemoryStore(_OneChange):
                 self._ended.popitem(last=False)
         else:
             self._calls[call.call_id] = call
+
+    def _keep_entry(self, record: Record) -> None:
+        history = self._history
+        history[record.seq] = record
+        oldest_seq = self.retention.oldest_seq(record.seq)
+        oldest_at = self.retention.oldest_at(record.at)
+        first = next(iter(history.values()))
+        if first.seq >= oldest_seq and first.at >= oldest_at:
+            return
+        while first.seq < oldest_seq or first.at < oldest_at:
+            del history[first.seq]
+            first = next(iter(history.values()))  # the record just kept is always kept
+        for conversation_id in [c for c, info in self._conversations.items() if info.last_seq < first.seq]:
+            del self._conversations[conversation_id]
+
+    def history_id(self) -> str:
+        """A random id made with this store."""
+        return self._history_id
+
+    def history_head(self) -> int:
+        """The highest seq kept (0 for none)."""
+        return next(reversed(self._history), 0)
+
+    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
+        found = [record for seq, record in self._history.items() if seq > after and record.at >= oldest_at]
+        return [record.entry() for record in found[:limit]]
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first."""
+        return [c.info() for c in reversed(self._conversations.values())]
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id`` if known (the object the session saved: a memory store keeps no copies)."""
@@ -173,7 +232,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -209,6 +268,25 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # 2: calls another process of the agent forwarded (kept through a hand-over)
     2: ("ALTER TABLE calls ADD COLUMN forwarded INTEGER NOT NULL DEFAULT 0",),
+    # 3: the history of the conversations (lineup_plugin.protocol.history)
+    3: (
+        """CREATE TABLE history (
+            seq INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            conversation_id TEXT NOT NULL,
+            entry TEXT NOT NULL
+        )""",
+        "CREATE INDEX history_at ON history (at)",
+        """CREATE TABLE conversations (
+            conversation_id TEXT PRIMARY KEY,
+            title TEXT,
+            last_seq INTEGER NOT NULL,
+            updated_at REAL
+        )""",
+        "CREATE INDEX conversations_last ON conversations (last_seq)",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "INSERT INTO meta (key, value) VALUES ('history_id', lower(hex(randomblob(16))))",
+    ),
 }
 
 _SAVE_CALL = """
@@ -228,6 +306,16 @@ _INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
 _INSERT_AUDIT = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
+_INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
+_SAVE_CONVERSATION = """
+INSERT INTO conversations (conversation_id, title, last_seq, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (conversation_id) DO UPDATE SET
+    title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at
+"""
+_PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
+_PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE last_seq < (SELECT coalesce(min(seq), 0) FROM history)"
+_READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
+_READ_CONVERSATIONS = "SELECT conversation_id, title, last_seq, updated_at FROM conversations ORDER BY last_seq DESC"
 
 
 def _over(count: int, limit: int) -> bool:
@@ -247,7 +335,9 @@ class SQLiteStore(_OneChange):
       file gets :class:`~lineup_plugin.errors.StoreBusyError` instead of closing the first one's calls.
     - **One thread**: the connection is made with ``check_same_thread=True``; open the store on the
       thread whose event loop runs the hub and use it only there (another thread gets a StoreError).
-    - **Bounded**: seen ids, ended calls and audit records beyond their limits are pruned, oldest first.
+    - **Bounded**: seen ids, ended calls and audit records beyond their limits are pruned, oldest
+      first; history entries beyond ``retention`` (a count and an age) and the conversations
+      they alone kept, with each batch that adds entries.
     - **No secrets**: tokens are never written (``DeviceHello`` is not stored); any string in
       ``secrets`` that shows up in an audit detail is written as ``[redacted]``.
 
@@ -265,8 +355,10 @@ class SQLiteStore(_OneChange):
         audit_limit: int = AUDIT_LIMIT,
         secrets: Iterable[str | None] = (),
         busy_timeout: float = 0.5,
+        retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         self.path = Path(path)
+        self.retention = retention
         self.seen_limit = seen_limit
         self.ended_limit = ended_limit
         self.audit_limit = audit_limit
@@ -372,17 +464,19 @@ class SQLiteStore(_OneChange):
             raise StoreError(f"the store {self.path} is closed")
         if threading.get_ident() != self._thread:
             raise StoreError("the store was used from another thread while writing; use it on one thread")
-        calls, seen, audits = changes_by_kind(changes)
-        if not (calls or seen or audits):
+        grouped = changes_by_kind(changes)
+        if not grouped:
             return
         try:
             with self._transaction(self._db):
-                for call in calls.values():
+                for call in grouped.calls.values():
                     self._save_row(call)
-                if seen:
-                    self._insert_seen(seen)
-                if audits:
-                    self._insert_audit(audits)
+                if grouped.seen:
+                    self._insert_seen(grouped.seen)
+                if grouped.audits:
+                    self._insert_audit(grouped.audits)
+                if grouped.records or grouped.conversations:
+                    self._insert_history(grouped.records, grouped.conversations.values())
         except (sqlite3.Error, TypeError, ValueError) as exc:  # ValueError: pydantic's serialization errors too
             log.error("lineup store %s: could not save writes: %s", self.path, exc)
             self._resync()
@@ -409,6 +503,41 @@ class SQLiteStore(_OneChange):
             execute(_INSERT_AUDIT, (now, event, call_id, device_id, self._redact(detail) if detail else detail))
         self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
+
+    # ------------------------------------------------------------------------------ history
+
+    def _insert_history(self, records: list[Record], conversations: Iterable[SaveConversation]) -> None:
+        execute = self._db.execute
+        for record in records:
+            execute(_INSERT_ENTRY, (record.seq, record.at, record.conversation_id, record.json()))
+        for info in conversations:
+            execute(_SAVE_CONVERSATION, info)
+        if records:  # keep what the retention allows, counted from the newest entry
+            newest = records[-1]
+            execute(_PRUNE_HISTORY, (self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)))
+            execute(_PRUNE_CONVERSATIONS)
+
+    def history_id(self) -> str:
+        """The random id made with this store file."""
+        rows = self._read("reading the history id", "SELECT value FROM meta WHERE key = 'history_id'")
+        return str(rows[0][0])
+
+    def history_head(self) -> int:
+        """The highest seq kept (0 for none)."""
+        return int(self._read("reading the history", "SELECT coalesce(max(seq), 0) FROM history")[0][0])
+
+    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
+        rows = self._read("reading the history", _READ_HISTORY, (after, oldest_at, limit))
+        try:
+            return [HistoryEntry.model_validate_json(text) for (text,) in rows]
+        except ValueError as exc:
+            raise StoreError(f"the store {self.path} holds an unreadable history entry: {exc}") from exc
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first."""
+        rows = self._read("reading the conversations", _READ_CONVERSATIONS)
+        return [SaveConversation(*row).info() for row in rows]
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:
@@ -589,5 +718,7 @@ def open_store(settings: Settings) -> Store:
     Call it on the thread that runs the hub's event loop.
     """
     if settings.store == "memory":
-        return MemoryStore()
-    return SQLiteStore(settings.database, synchronous=settings.fsync, secrets=[settings.token])
+        return MemoryStore(retention=settings.retention)
+    return SQLiteStore(
+        settings.database, synchronous=settings.fsync, secrets=[settings.token], retention=settings.retention
+    )

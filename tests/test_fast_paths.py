@@ -54,6 +54,8 @@ from lineup_plugin.protocol.messages import (
     FileBegin,
     FileChunk,
     FileStored,
+    History,
+    HistoryEntry,
     MessageDelta,
     Payload,
     Text,
@@ -594,6 +596,25 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
     FileStored: st.builds(FileStored, upload_id=IDS, file=FILES),
     Error: st.builds(
         Error, code=st.text(max_size=5), message=st.text(max_size=12), ref=MAYBE, call_id=MAYBE, upload_id=MAYBE
+    ),
+    History: st.builds(
+        History,
+        history_id=IDS,
+        head=st.integers(0, 2**53 - 1),
+        entries=st.lists(
+            st.builds(
+                HistoryEntry,
+                seq=st.integers(0, 2**53 - 1),
+                at=st.datetimes(timezones=ZONES).map(lambda moment: moment.isoformat()),
+                conversation_id=IDS,
+                event=st.sampled_from(["text.in", "text.out", "status"]),
+                text=MAYBE,
+                device_id=MAYBE,
+                attachments=st.none() | st.lists(FILES, max_size=1),
+            ),
+            max_size=2,
+        ),
+        reset=st.booleans(),
     ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())

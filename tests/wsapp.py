@@ -28,13 +28,13 @@ def hello_text(device_id: str, token: str | None, open_calls: list[str] | None =
     return encode_from(device_id, hello)
 
 
-def encode_from(device_id: str, payload: Payload, *, id: str | None = None) -> str:
+def encode_from(device_id: str, payload: Payload, *, id: str | None = None, conversation_id: str = "default") -> str:
     """``payload`` as an envelope from App device ``device_id`` to the agent."""
     message = codec.envelope(
         payload,
         sender=Actor(kind="device", id=device_id),
         target=Actor(kind="agent", id="lineup-agent"),
-        conversation_id="default",
+        conversation_id=conversation_id,
         id=id,
     )
     return codec.encode(message)
@@ -79,9 +79,9 @@ class WsApp:
             if message.kind == kind:
                 return message
 
-    async def send(self, payload: Payload, *, id: str | None = None) -> None:
-        """Send ``payload`` in an envelope."""
-        await self.ws.send(encode_from(self.device_id, payload, id=id))
+    async def send(self, payload: Payload, *, id: str | None = None, conversation_id: str = "default") -> None:
+        """Send ``payload`` in an envelope (of ``conversation_id``)."""
+        await self.ws.send(encode_from(self.device_id, payload, id=id, conversation_id=conversation_id))
 
     async def answer(self, call: ToolCall, status: str = "completed", **result: Any) -> None:
         """Show the card, then answer it."""

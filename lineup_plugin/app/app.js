@@ -5,8 +5,10 @@ import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { h } from "./dom.js";
+import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
-import { peer } from "./envelope.js";
+import { deviceId, peer } from "./envelope.js";
+import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
 import { Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
@@ -39,6 +41,7 @@ const ui = {
   scroller: $("scroller"),
   composer: $("composer"),
   message: $("message"),
+  conversations: $("conversations"),
   photo: $("photo"),
   file: $("file"),
   tray: $("tray"),
@@ -53,11 +56,94 @@ const notifier = new Notifier($("notify"), $("notify-hint"));
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
 const feed = new Feed(ui.feed, ui.scroller);
+const boards = new Boards();
 const deck = new Deck({
   show: (el) => feed.add(el),
-  send: (kind, payload) => connection.send(kind, payload),
-  boards: new Boards(),
+  send: (kind, payload) => {
+    if (kind === "tool.result") {
+      const shown = deck.cards.get(payload.call_id)?.el.dataset.conversation;
+      cursor.remember({ k: "answer", p: payload, c: shown }); // a reload shows our answer
+      cursor.save();
+    }
+    return connection.send(kind, payload);
+  },
+  boards,
 });
+const cursor = new HistoryCursor();
+const conversations = new Conversations(ui.conversations, ui.feed, (id) => {
+  peer.conversationId = id; // what the user types from now on goes to this conversation
+});
+peer.conversationId = conversations.current;
+/** the conversation of the message being shown (each element of the feed is tagged with it) */
+let shownIn = conversations.current;
+feed.onAdd = (node) => conversations.place(node, shownIn);
+/** ids of the texts typed here (a history entry with one of them as ``ref`` is shown already) */
+const typedHere = new Set();
+
+function inConversation(id, show) {
+  shownIn = typeof id === "string" && id ? id : DEFAULT_CONVERSATION;
+  try {
+    show();
+  } finally {
+    shownIn = conversations.current;
+  }
+}
+
+/** One history entry: drawn as the live message it was, unless this App has shown it already. */
+function showEntry(entry, replay = false) {
+  if (!entry || typeof entry !== "object" || (!replay && !cursor.fresh(entry.seq))) return;
+  inConversation(entry.conversation_id, () => {
+    conversations.create(shownIn);
+    const files = Array.isArray(entry.attachments) ? entry.attachments : [];
+    if (entry.event === "text.in" && typeof entry.text === "string") {
+      if (!typedHere.has(entry.ref)) feed.message("user", entry.text, files);
+      conversations.guess(shownIn, entry.text);
+    } else if (entry.event === "text.out" && typeof entry.text === "string") {
+      const { text, message_id, interrupted } = entry;
+      feed.agentText({ text, message_id, interrupted: Boolean(interrupted), attachments: files });
+    } else if (entry.event === "call" && entry.call) {
+      deck.restore(entry.call);
+    } else if (entry.event === "call.end" && entry.result) {
+      const where = answeredWhere(entry.device_id, deviceId());
+      deck.settle(entry.result.call_id, entry.result, describeEnd(entry.result), where);
+    } else if (entry.event === "conversation" && typeof entry.title === "string") {
+      conversations.create(shownIn, entry.title);
+    }
+  });
+  if (replay) return;
+  cursor.remember({ e: entry });
+  cursor.advance(entry.seq);
+}
+
+/** Draw again what this page showed before it was loaded (kept by the cursor); nothing is sent. */
+function replay(items) {
+  for (const item of items) {
+    if (item?.e) showEntry(item.e, true);
+    else if (item?.p && typeof item.p === "object") {
+      inConversation(item.c, () => {
+        if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") });
+        else if (item.k === "tool.call") deck.restore(item.p);
+        else if (item.k === "tool.cancel") deck.cancel(item.p);
+        else if (item.k === "answer") deck.settle(item.p.call_id, item.p, describeEnd(item.p), answeredWhere(deviceId(), deviceId()));
+      });
+    }
+  }
+}
+
+/** A history message: what we missed (after device.welcome), or one live entry. */
+function showHistory(history) {
+  if (history.reset) {
+    ui.feed.replaceChildren();
+    deck.clear();
+    boards.open.clear();
+    conversations.clear();
+  }
+  cursor.restart(history.history_id, history.reset);
+  for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
+    if (typeof info?.conversation_id === "string") conversations.create(info.conversation_id, info.title);
+  }
+  for (const entry of Array.isArray(history.entries) ? history.entries : []) showEntry(entry);
+}
 
 function showConnect(error = "") {
   ui.chatView.hidden = true;
@@ -76,6 +162,7 @@ function showChat() {
 const HANDLERS = {
   "device.welcome": (payload) => {
     if (payload.agent?.id) peer.agentId = payload.agent.id;
+    cursor.follow(peer.agentId);
     deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = peer.agentId;
     const wasHidden = ui.chatView.hidden;
@@ -99,7 +186,15 @@ const HANDLERS = {
 };
 
 const connection = new Transport({
-  onMessage: ({ kind, payload }) => HANDLERS[kind]?.(payload), // other kinds: nothing to show
+  onMessage: ({ kind, payload, envelope }) => {
+    if (kind === "history") return showHistory(payload);
+    if (!cursor.fresh(envelope.seq)) return; // shown already (from the history, or before a reconnect)
+    inConversation(envelope.conversation_id, () => HANDLERS[kind]?.(payload)); // other kinds: nothing to show
+    if (typeof envelope.seq === "number" && kind !== "agent.status") {
+      cursor.remember({ k: kind, p: payload, c: envelope.conversation_id }); // drawn again on the next load
+    }
+    cursor.advance(envelope.seq);
+  },
   onState: (state) => showLink(ui.link, state),
   onAuthFailed: () => {
     forgetToken(); // a reload must not retry it; the field keeps it for correcting
@@ -117,6 +212,7 @@ const connection = new Transport({
   onPaired: () => feed.message("system", "Paired: this App will reach the agent through the relay when away from home."),
   onProblem: (message) => feed.message("system", message),
   openCalls: () => deck.openCalls(),
+  resume: () => cursor.hello(),
 });
 
 function start({ host, token }) {
@@ -183,7 +279,7 @@ async function sendWithFiles(text, files) {
   bubble.dataset.state = "sending";
   try {
     const attachments = await Promise.all(files.map((file) => uploads.upload(file)));
-    connection.send("text", { text, attachments });
+    typedHere.add(connection.send("text", { text, attachments }));
     delete bubble.dataset.state;
   } catch (error) {
     bubble.dataset.state = "failed";
@@ -199,9 +295,10 @@ ui.composer.addEventListener("submit", (event) => {
     sendWithFiles(text, chosen.splice(0));
     showTray();
   } else {
-    connection.send("text", { text });
+    typedHere.add(connection.send("text", { text }));
     feed.message("user", text);
   }
+  if (text) conversations.guess(conversations.current, text);
   ui.message.value = "";
   fitMessageBox();
 });
@@ -236,6 +333,8 @@ ui.disconnect.addEventListener("click", () => {
 const saved = loadCredentials();
 ui.host.value = saved.host;
 if (saved.token) {
+  replay(cursor.items);
+  conversations.select(conversations.current);
   showChat();
   start(saved);
 } else if (loadPairing()) {

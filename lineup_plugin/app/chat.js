@@ -33,6 +33,7 @@ export class Feed {
   add(node) {
     const { scrollHeight, scrollTop, clientHeight } = this.scroller;
     const atBottom = scrollHeight - scrollTop - clientHeight < 80;
+    this.onAdd?.(node); // e.g. tag it with its conversation
     this.list.append(node);
     if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
   }

@@ -25,7 +25,8 @@ function refusal(host, opened, event) {
  * - onAuthFailed() when the agent refused the token,
  * - onUnreachable(message) when the first connection attempt failed,
  * - onProblem(message) for a received frame that could not be read,
- * - openCalls() → call ids of the cards still waiting for the user (sent in device.hello).
+ * - openCalls() → call ids of the cards still waiting for the user (sent in device.hello),
+ * - resume() → the history fields of device.hello ({last_seq, history_id}).
  */
 export class Connection {
   constructor(callbacks) {
@@ -62,9 +63,11 @@ export class Connection {
 
   /** Send `payload` as a `kind` envelope now, or as soon as the agent has welcomed us again. */
   send(kind, payload) {
-    const text = JSON.stringify(makeEnvelope(kind, payload));
+    const envelope = makeEnvelope(kind, payload);
+    const text = JSON.stringify(envelope);
     if (this.ready && this.ws?.readyState === WebSocket.OPEN) this.ws.send(text);
     else this.outbox.push(text);
+    return envelope.id;
   }
 
   /** Skip the backoff wait (the browser came back online). */
@@ -97,6 +100,7 @@ export class Connection {
         token: this.token,
         name: "LineUp web App",
         open_calls: this.cb.openCalls(),
+        ...this.cb.resume?.(), // where the history resumes: last_seq, history_id
       };
       ws.send(JSON.stringify(makeEnvelope("device.hello", hello)));
     };

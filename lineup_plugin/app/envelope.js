@@ -32,7 +32,7 @@ export function deviceId() {
   return id;
 }
 
-/** Who we talk to; filled in from device.welcome and the first message received. */
+/** Who we talk to (from device.welcome and the messages received) and the conversation the user is in. */
 export const peer = { agentId: "lineup-agent", conversationId: "default" };
 
 /** Build an envelope of `kind` (e.g. "tool.result") from this device to the agent. */
@@ -66,7 +66,6 @@ export function readEnvelope(text) {
     throw new Error(`unknown message type ${JSON.stringify(data.type)}`);
   }
   const payload = data.payload && typeof data.payload === "object" ? data.payload : {};
-  if (data.conversation_id) peer.conversationId = data.conversation_id;
   if (data.sender?.kind === "agent" && data.sender.id) peer.agentId = data.sender.id;
   return { kind: data.type.slice(TYPE_PREFIX.length), payload, envelope: data };
 }

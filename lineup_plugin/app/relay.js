@@ -34,7 +34,7 @@ class LineUpContent extends MessageContent {
 /**
  * The relay path. Callbacks: onMessage({kind, payload, envelope}), onState(state) ("connecting" |
  * "connected" | "reconnecting" | "offline"), onRefused(message) when the agent or the server will
- * not talk to this pairing, onProblem(message), openCalls().
+ * not talk to this pairing, onProblem(message), openCalls(), resume() (history fields of the hello).
  */
 export class RelayConnection {
   constructor(callbacks) {
@@ -76,11 +76,13 @@ export class RelayConnection {
     if (was) this.cb.onState("offline");
   }
 
-  /** Send `payload` as a `kind` envelope, sealed; queued until the agent has welcomed us. */
+  /** Send `payload` as a `kind` envelope, sealed; queued until the agent has welcomed us. Returns its id. */
   send(kind, payload) {
-    const text = JSON.stringify(makeEnvelope(kind, payload));
+    const envelope = makeEnvelope(kind, payload);
+    const text = JSON.stringify(envelope);
     if (this.ready) this.post(text);
     else this.outbox.push(text);
+    return envelope.id;
   }
 
   post(text) {
@@ -98,6 +100,7 @@ export class RelayConnection {
         protocol_version: PROTOCOL_VERSION,
         name: "LineUp web App (relay)",
         open_calls: this.cb.openCalls(),
+        ...this.cb.resume?.(), // where the history resumes: last_seq, history_id
       };
       this.post(JSON.stringify(makeEnvelope("device.hello", hello)));
     } else if (status === ConnectStatus.ConnectFail || status === ConnectStatus.ConnectKick) {

@@ -22,7 +22,12 @@ export class Transport {
     this.stopped = true;
     this.retry = null;
     this.pairTried = false;
-    const common = { onMessage: (m) => this.cb.onMessage(m), onProblem: (m) => this.cb.onProblem(m), openCalls: () => this.cb.openCalls() };
+    const common = {
+      onMessage: (m) => this.cb.onMessage(m),
+      onProblem: (m) => this.cb.onProblem(m),
+      openCalls: () => this.cb.openCalls(),
+      resume: () => this.cb.resume?.(),
+    };
     this.direct = new Connection({
       ...common,
       onState: (state) => this.directState(state),
@@ -59,8 +64,9 @@ export class Transport {
     this.direct.disconnect();
   }
 
+  /** Send by the path in use; returns the envelope's id. */
   send(kind, payload) {
-    (this.path === "relay" ? this.relay : this.direct).send(kind, payload);
+    return (this.path === "relay" ? this.relay : this.direct).send(kind, payload);
   }
 
   setPath(path) {

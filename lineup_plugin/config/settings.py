@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
 from .check import default_data_dir, given_settings
 
 
@@ -94,6 +95,10 @@ class Settings(BaseModel):
     max_connections: int = Field(default=64, ge=1)
     heartbeat: float = Field(default=20.0, gt=0)
     agent_id: str = "lineup-agent"
+    #: history kept for the App (reload, another device): at most this many entries (0: no history)...
+    history_limit: int = Field(default=HISTORY_LIMIT, ge=0, le=10_000_000)
+    #: ...and none older than this many seconds (None: no age limit)
+    history_max_age: float | None = Field(default=HISTORY_MAX_AGE, gt=0)
     #: the largest file the App may send (bytes)
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     #: the media types the App may send (``type/*`` admits a whole type)
@@ -135,6 +140,11 @@ class Settings(BaseModel):
                 return f"lineup: direct and relay ({why}): App server on {self.host}:{self.port}, WuKongIM {where}"
             return f"lineup: relay mode ({why}): WuKongIM {where}"
         return f"lineup: direct mode ({why}): App server on {self.host}:{self.port}"
+
+    @property
+    def retention(self) -> Retention:
+        """How much history is kept (``history_limit``, ``history_max_age``)."""
+        return Retention(self.history_limit, self.history_max_age)
 
     @property
     def database(self) -> Path:

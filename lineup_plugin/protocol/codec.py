@@ -32,6 +32,7 @@ from .messages import (
     EnvelopeHeader,
     Identifier,
     Payload,
+    Seq,
     Timestamp,
 )
 
@@ -89,9 +90,13 @@ def encode_envelope(
     target: Actor,
     conversation_id: str,
     id: str | None = None,
+    seq: int | None = None,
 ) -> str:
-    """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope."""
-    fields = {
+    """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope.
+
+    ``seq`` numbers the history entry the message is the live form of (left out when None).
+    """
+    fields: dict[str, Any] = {
         "v": PROTOCOL_VERSION,
         "id": id or new_id(),
         "type": TYPE_PREFIX + KIND_OF[type(payload)],
@@ -99,8 +104,10 @@ def encode_envelope(
         "sender": sender,
         "target": target,
         "timestamp": now_iso(),
-        "payload": payload,
     }
+    if seq is not None:
+        fields["seq"] = seq
+    fields["payload"] = payload
     return to_json(fields, by_alias=True, exclude_none=True).decode()
 
 
@@ -149,6 +156,7 @@ def _fast_envelope() -> TypeAdapter[dict[str, Any]]:
             "sender": Actor,
             "target": Actor,
             "timestamp": NotRequired[Timestamp | None],
+            "seq": NotRequired[Seq | None],
             "payload": model,
         }
         member = typed_dict(f"Envelope_{kind}", fields)
@@ -181,6 +189,7 @@ def decode(text: str | bytes) -> Envelope:
             if _suspect(text):
                 check_storable(_parse(text))
             fields.setdefault("timestamp", None)
+            fields.setdefault("seq", None)
             return Envelope.model_validate(fields)
     return _decode_steps(text)
 

@@ -20,7 +20,12 @@ kind               direction        purpose
 ``file.chunk``     App → agent      the next base64 piece of an upload
 ``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
+``history``        agent → App      numbered past events a device missed; the conversations
 =================  ===============  =====================================================
+
+An envelope from the agent may carry ``seq``: the number of the history entry it is the live
+form of (see :class:`History`). A device keeps the highest ``seq`` it has seen and names it as
+``last_seq`` in its next ``device.hello``, like SSE's ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ Timestamp = Annotated[str, AfterValidator(_iso_timestamp)]
 Identifier = Annotated[str, Field(min_length=1, max_length=200)]
 #: how many open cards a hello may list
 MAX_OPEN_CALLS = 1000
+#: the largest sequence number: the largest integer a JavaScript number holds exactly
+MAX_SEQ = 2**53 - 1
+Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 #: how many files one ``text`` may carry
 MAX_ATTACHMENTS = 10
 #: the largest file carried inline (base64 in ``Attachment.data``), e.g. over the relay (bytes)
@@ -78,6 +86,11 @@ class DeviceHello(WireModel):
     the App still shows, so the agent can re-send the live ones and close the others (at most
     :data:`MAX_OPEN_CALLS`). Without ``device_id`` the device is the envelope's ``sender.id``
     (as the seed documents write a hello).
+
+    ``last_seq`` asks for the history: the entries after it (0: everything kept) come in
+    ``history`` messages right after ``device.welcome``. ``history_id`` names the history the
+    device's ``last_seq`` counts in (from an earlier ``history``); when it is not the agent's,
+    or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``.
     """
 
     device_id: Identifier | None = None
@@ -86,6 +99,8 @@ class DeviceHello(WireModel):
     token: str | None = Field(default=None, repr=False)
     name: str | None = None
     open_calls: list[Identifier] = Field(default_factory=list, max_length=MAX_OPEN_CALLS)
+    last_seq: Seq | None = None
+    history_id: Identifier | None = None
 
 
 class DeviceWelcome(WireModel):
@@ -255,6 +270,62 @@ class Error(WireModel):
     upload_id: str | None = None
 
 
+HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "conversation"]
+
+
+class HistoryEntry(WireModel):
+    """One numbered event of a conversation, as the agent's store keeps it.
+
+    ``event`` says which fields are set: ``text.in`` (the user's ``text`` and ``attachments``,
+    typed on ``device_id``; ``ref`` is the id of the App's envelope), ``text.out`` (the agent's
+    ``text`` and ``attachments`` as message ``message_id``; ``interrupted`` when it was cut short),
+    ``call`` (the ``call`` the agent made), ``call.end`` (its terminal ``result``; ``device_id``
+    answered it, none when it ended otherwise), ``status`` (the agent's ``status``),
+    ``conversation`` (the conversation is called ``title``).
+    """
+
+    seq: Seq
+    at: Timestamp
+    conversation_id: Identifier
+    event: HistoryEvent
+    device_id: str | None = None
+    ref: str | None = None
+    text: str | None = None
+    message_id: str | None = None
+    attachments: list[Attachment] | None = None
+    interrupted: bool | None = None
+    call: ToolCall | None = None
+    result: ToolResult | None = None
+    status: AgentStatus | None = None
+    title: str | None = None
+
+
+class ConversationInfo(WireModel):
+    """A conversation the agent keeps history of: its id, its title and its latest entry."""
+
+    conversation_id: Identifier
+    title: str | None = None
+    last_seq: Seq = 0
+    updated_at: Timestamp | None = None
+
+
+class History(WireModel):
+    """Numbered events in order: what a device missed since its ``last_seq``, or one live event.
+
+    ``history_id`` names this agent's history (a device keeps it with its ``last_seq``); ``head``
+    is the newest seq; ``reset``: the device's ``last_seq`` does not count in this history, so it
+    drops what it shows first; ``more``: the next ``history`` message continues this one. The
+    first message of a catch-up lists the ``conversations`` kept.
+    """
+
+    history_id: Identifier
+    head: Seq
+    entries: list[HistoryEntry] = Field(default_factory=list)
+    conversations: list[ConversationInfo] | None = None
+    reset: bool = False
+    more: bool = False
+
+
 Payload = (
     DeviceHello
     | DeviceWelcome
@@ -271,6 +342,7 @@ Payload = (
     | FileChunk
     | FileStored
     | Error
+    | History
 )
 
 #: payload model by kind
@@ -290,6 +362,7 @@ KINDS: dict[str, type[WireModel]] = {
     "file.chunk": FileChunk,
     "file.stored": FileStored,
     "error": Error,
+    "history": History,
 }
 KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}
 
@@ -304,6 +377,7 @@ class EnvelopeHeader(WireModel):
     sender: Actor
     target: Actor
     timestamp: Timestamp | None = None
+    seq: Seq | None = None
     payload: dict[str, Any]
 
 
@@ -311,6 +385,7 @@ class Envelope(WireModel):
     """One LineUp message: ``{v, id, type, conversation_id, sender, target, timestamp, payload}``.
 
     ``id`` is the idempotency key. Build one with :func:`lineup_plugin.protocol.codec.envelope`.
+    ``seq`` (agent → App) numbers the history entry this message is the live form of.
     """
 
     v: Literal[1] = PROTOCOL_VERSION
@@ -320,6 +395,7 @@ class Envelope(WireModel):
     sender: Actor
     target: Actor
     timestamp: Timestamp | None = None
+    seq: Seq | None = None
     payload: Payload
 
     @property

@@ -34,6 +34,10 @@ What a session guarantees:
   pending, or (``reclaim``) keeps them live a little while for the processes that still wait on
   them to claim them again by id; :meth:`Session.release` lets go of a live call without ending
   it, for the next process to take over.
+- **History** (:mod:`.history`): every event a device shows is numbered and kept with the
+  batch that causes it; a hello with ``last_seq`` gets what it missed (``history``) before the
+  live messages, which carry their entry's ``seq``. Each event belongs to a conversation
+  (``conversation_id`` of its envelope): :meth:`Session.name_conversation` titles one.
 """
 
 from __future__ import annotations
@@ -47,18 +51,23 @@ from ..errors import CallStateError, ProtocolError, ToolError, VersionError
 from . import codec
 from .base import bounded
 from .calls import Call, CallState, format_timestamp
+from .history import CHUNK_CHARS, DEFAULT_RETENTION, Record, Retention, SaveConversation, chunks
 from .messages import (
     Actor,
     AgentState,
     AgentStatus,
     AgentStop,
     Attachment,
+    ConversationInfo,
     DeviceHello,
     DeviceWelcome,
     Envelope,
     Error,
     FileBegin,
     FileChunk,
+    History,
+    HistoryEntry,
+    HistoryEvent,
     Payload,
     Text,
     ToolAck,
@@ -77,6 +86,9 @@ ANSWERED_ELSEWHERE = "answered on another device"
 NO_APP = "no LineUp App is connected; ask the user to open the App"
 RESTARTED = "the agent restarted before an answer arrived; ask again"
 EXPIRED = "no answer before the deadline"
+#: how many conversations a session keeps track of, and lists to a device
+MAX_CONVERSATIONS = 1000
+MAX_LISTED = 200
 
 #: close codes a session asks a link to close with (WebSocket application codes)
 AUTH_FAILED = 4401
@@ -123,6 +135,18 @@ class Records(Protocol):
 
     def was_seen(self, envelope_id: str) -> bool:
         """Whether an envelope with this id was handled before (also by an earlier process)."""
+
+    def history_id(self) -> str:
+        """The id of the store's history (a new store, a new history: seqs count again from 1)."""
+
+    def history_head(self) -> int:
+        """The highest seq the store has kept (0 for none)."""
+
+    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """At most ``limit`` entries with a seq above ``after`` and a time not before ``oldest_at``, oldest first."""
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations the store keeps, most recently active first."""
 
 
 class Catalog(Protocol):
@@ -172,7 +196,7 @@ class Audit(NamedTuple):
     detail: str = ""
 
 
-Change = SaveCall | SeenEnvelope | Audit
+Change = SaveCall | SeenEnvelope | Audit | Record | SaveConversation
 
 
 class Send(NamedTuple, Generic[L]):
@@ -193,11 +217,13 @@ class CloseLink(NamedTuple, Generic[L]):
 
 @dataclass(frozen=True, slots=True)
 class TextReceived:
-    """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent)."""
+    """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent),
+    in conversation ``conversation_id``."""
 
     device_id: str
     text: str
     attachments: tuple[Attachment, ...] = ()
+    conversation_id: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +333,7 @@ class Session(Generic[L]):
         clock: Callable[[], float],
         agent_id: str = "lineup-agent",
         conversation_id: str = "default",
+        retention: Retention = DEFAULT_RETENTION,
     ) -> None:
         self.records = records
         self.catalog = catalog
@@ -330,6 +357,14 @@ class Session(Generic[L]):
         self._recovered = False
         #: recovered calls nobody has claimed yet, and until when they wait for a claim
         self._unclaimed: dict[str, float] = {}
+        #: how much history is kept; the history's state is read from the records on first use
+        self.retention = retention
+        self._head: int | None = None
+        self._history_id: str | None = None
+        self._conversations: dict[str, SaveConversation] | None = None
+        #: history entries made since the last take (not in the records until the driver applies the batch)
+        self._history_in_batch: list[Record] = []
+        self._recorded_status: tuple[str, AgentState, str | None] | None = None
 
     # ---------------------------------------------------------------------------- reading
 
@@ -340,6 +375,8 @@ class Session(Generic[L]):
             self._ended_in_batch.clear()  # the driver writes them now: from here the records know them
         if self._seen_in_batch:
             self._seen_in_batch.clear()
+        if self._history_in_batch:
+            self._history_in_batch.clear()
         return batch
 
     @property
@@ -481,7 +518,15 @@ class Session(Generic[L]):
                 self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
         elif isinstance(payload, Text):
             self._audit("text.in", device_id=device_id)
-            self._out.events.append(TextReceived(device_id, payload.text, tuple(payload.attachments)))
+            conversation_id = message.conversation_id
+            files = tuple(payload.attachments)
+            entry = self._record(
+                "text.in", conversation_id, device_id=device_id, ref=message.id, text=payload.text,
+                attachments=_by_url(files),
+            )
+            if entry is not None:  # every device shows it (the one that typed it knows it by ``ref``)
+                self._broadcast_entry(entry)
+            self._out.events.append(TextReceived(device_id, payload.text, files, conversation_id))
         elif isinstance(payload, FileBegin | FileChunk):
             self._out.events.append(FileReceived(link, device_id, payload))
         elif isinstance(payload, AgentStop):
@@ -522,13 +567,15 @@ class Session(Generic[L]):
         self._audit("device.attach", device_id=device_id)
         live = list(self._live.values())
         self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
+        for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
+            if call_id not in self._live:
+                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(self.records.get_call(call_id))))
+        if hello is not None and hello.last_seq is not None:
+            self._catch_up(link, hello.last_seq, hello.history_id)
         self.reply(link, ToolList(tools=self.catalog.agent_tools()))
         self.reply(link, self.status)
         for item in live:
             self._deliver(item, link, device_id)
-        for call_id in hello.open_calls if hello else ():
-            if call_id not in self._live:
-                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(self.records.get_call(call_id))))
         self._out.events.append(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App
@@ -613,15 +660,28 @@ class Session(Generic[L]):
 
     # ------------------------------------------------------------------------ from the agent
 
-    def encode(self, payload: Payload, device_id: str | None = None) -> str:
-        """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user)."""
+    def encode(
+        self,
+        payload: Payload,
+        device_id: str | None = None,
+        *,
+        conversation_id: str | None = None,
+        seq: int | None = None,
+    ) -> str:
+        """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user).
+
+        ``conversation_id`` defaults to the session's; ``seq`` is the history entry the message
+        is the live form of.
+        """
         target = self._targets.get(device_id)
         if target is None:  # built once per device: validating an Actor per message shows in profiles
             if len(self._targets) >= 1024:
                 self._targets.clear()
             target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
             self._targets[device_id] = target
-        return codec.encode_envelope(payload, sender=self.agent, target=target, conversation_id=self.conversation_id)
+        return codec.encode_envelope(
+            payload, sender=self.agent, target=target, conversation_id=conversation_id or self.conversation_id, seq=seq
+        )
 
     def reply(self, link: L, payload: Payload) -> None:
         """Send ``payload`` to the device on ``link`` (e.g. the result of a tool the App called)."""
@@ -629,56 +689,198 @@ class Session(Generic[L]):
         if state is not None:
             self._out.messages.append(Send(link, self.encode(payload, state.device_id)))
 
-    def broadcast(self, payload: Payload) -> int:
-        """Send ``payload`` to every attached device; returns to how many links."""
+    def broadcast(self, payload: Payload, *, conversation_id: str | None = None, seq: int | None = None) -> int:
+        """Send ``payload`` to every attached device (in ``conversation_id``, as entry ``seq``); returns to how many."""
         for link, device_id in self._attached.items():
-            self._out.messages.append(Send(link, self.encode(payload, device_id)))
+            text = self.encode(payload, device_id, conversation_id=conversation_id, seq=seq)
+            self._out.messages.append(Send(link, text))
         return len(self._attached)
 
-    def send_text(self, text: str, *, message_id: str | None = None, attachments: Iterable[Attachment] = ()) -> str:
-        """An agent reply, for every device; returns its ``message_id`` (made here when not given).
+    def send_text(
+        self,
+        text: str,
+        *,
+        message_id: str | None = None,
+        attachments: Iterable[Attachment] = (),
+        conversation_id: str | None = None,
+    ) -> str:
+        """An agent reply in ``conversation_id`` (default: the session's), for every device; returns its
+        ``message_id`` (made here when not given). Kept in the history.
 
         A reply being streamed under ``message_id`` is settled by it. An attachment's inline
         ``data`` goes only to links that carry bounded messages (the relay: no URLs there).
         """
+        conversation_id = self._conversation(conversation_id)
         message_id = message_id or codec.new_id("msg")
         self._audit("text.out")
         settled = self.replies.settle(message_id, text)
         if settled is None:
             return message_id
         files = list(attachments)
-        by_url = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+        by_url = _by_url(files) or []
+        entry = self._record(
+            "text.out", conversation_id, text=settled.text, message_id=message_id, attachments=by_url or None
+        )
+        seq = entry.seq if entry is not None else None
         for link, device_id in self._attached.items():
             inline = self._links[link].max_text is not None
             message = settled.model_copy(update={"attachments": files if inline else by_url})
-            self._out.messages.append(Send(link, self.encode(message, device_id)))
+            text = self.encode(message, device_id, conversation_id=conversation_id, seq=seq)
+            self._out.messages.append(Send(link, text))
         return message_id
 
-    def stream_text(self, message_id: str, text: str) -> None:
+    def stream_text(self, message_id: str, text: str, *, conversation_id: str | None = None) -> None:
         """Reply ``message_id`` being written reads ``text`` so far: every device gets the new piece."""
         delta = self.replies.update(message_id, text)
         if delta is not None:
-            self.broadcast(delta)
+            self.broadcast(delta, conversation_id=conversation_id)
 
     def audit_file(self, device_id: str, sha256: str, size: int) -> None:
         """Record that the App on ``device_id`` sent a file (kept by the driver under ``sha256``)."""
         self._audit("file.in", device_id=device_id, detail=f"{sha256} {size}")
 
-    def set_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Record the agent's status and push it to every device.
+    def set_status(self, state: AgentState, detail: str | None = None, *, conversation_id: str | None = None) -> None:
+        """Record the agent's status (in ``conversation_id``) and push it to every device.
 
         A run that ended ``interrupted`` or ``failed`` settles its replies still being written as
-        interrupted (an ``idle`` run's last piece may still be on its way).
+        interrupted (an ``idle`` run's last piece may still be on its way). A status that differs
+        from the last one kept is kept in the history.
         """
+        conversation_id = self._conversation(conversation_id)
         self.status = AgentStatus(state=state, detail=detail)
         if state in ("interrupted", "failed"):
             for message in self.replies.interrupt():
                 self._audit("text.out", detail="interrupted")
-                self.broadcast(message)
-        self.broadcast(self.status)
+                cut = self._record(
+                    "text.out", conversation_id, text=message.text, message_id=message.message_id, interrupted=True
+                )
+                self.broadcast(message, conversation_id=conversation_id, seq=cut.seq if cut is not None else None)
+        entry = None
+        if self._recorded_status != (conversation_id, state, detail):
+            self._recorded_status = (conversation_id, state, detail)
+            entry = self._record("status", conversation_id, status=self.status)
+        self.broadcast(self.status, conversation_id=conversation_id, seq=entry.seq if entry else None)
 
-    def start_call(self, request: ToolCall, *, wait: float, new_id: bool = False, forwarded: bool = False) -> Call:
+    def name_conversation(self, conversation_id: str, title: str) -> None:
+        """Title conversation ``conversation_id`` (e.g. a Hermes session's title); every device is told.
+
+        Kept in the history; the same title again changes nothing. ``title`` is cut to 200 characters.
+        """
+        conversation_id = self._conversation(conversation_id)
+        title = " ".join(title.split())[:200]
+        known = self._known_conversations().get(conversation_id)
+        if not title or (known is not None and known.title == title):
+            return
+        entry = self._record("conversation", conversation_id, title=title)
+        if entry is not None:
+            self._broadcast_entry(entry)
+
+    # ------------------------------------------------------------------------------ history
+
+    @property
+    def head(self) -> int:
+        """The newest history seq (0 before the first entry)."""
+        if self._head is None:
+            self._head = self.records.history_head()
+        return self._head
+
+    @property
+    def history_id(self) -> str:
+        """The id of the history the seqs count in (the store's)."""
+        if self._history_id is None:
+            self._history_id = self.records.history_id()
+        return self._history_id
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first (at most :data:`MAX_LISTED`)."""
+        known = sorted(self._known_conversations().values(), key=lambda c: c.last_seq, reverse=True)
+        return [c.info() for c in known[:MAX_LISTED]]
+
+    def _known_conversations(self) -> dict[str, SaveConversation]:
+        if self._conversations is None:
+            # oldest activity first, as :meth:`_record` keeps it
+            known = reversed(self.records.conversations())
+            self._conversations = {
+                c.conversation_id: SaveConversation(c.conversation_id, c.title, c.last_seq) for c in known
+            }
+        return self._conversations
+
+    def _conversation(self, conversation_id: str | None) -> str:
+        """A conversation id fit for an envelope: the session's when none, cut to 200 characters."""
+        return conversation_id[:200] if conversation_id else self.conversation_id
+
+    def _record(
+        self, event: HistoryEvent, conversation_id: str, *, call_id: str | None = None, **fields: Any
+    ) -> Record | None:
+        """Number and keep one history entry (with this batch); None when history is off."""
+        if self.retention.limit <= 0:
+            return None
+        now = self.clock()
+        seq = self.head + 1
+        self._head = seq
+        record = Record(seq, now, conversation_id, event, fields, call_id)
+        self._history_in_batch.append(record)
+        self._out.changes.append(record)
+        conversations = self._known_conversations()
+        known = conversations.pop(conversation_id, None)  # re-inserted last: the dict stays in activity order
+        title = fields.get("title") or (known.title if known is not None else None)
+        info = SaveConversation(conversation_id, title, seq, now)
+        conversations[conversation_id] = info
+        self._out.changes.append(info)
+        oldest = self.retention.oldest_seq(seq)
+        while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
+            del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
+        return record
+
+    def _record_end(self, call: Call, device_id: str | None) -> int | None:
+        """Keep how ``call`` ended (and who answered it) in the history; the entry's seq."""
+        entry = self._record(
+            "call.end", call.conversation_id, call_id=call.call_id, result=call.result, device_id=device_id
+        )
+        return entry.seq if entry is not None else None
+
+    def _broadcast_entry(self, record: Record) -> None:
+        """Send one new entry to every device as a ``history`` message (for events with no message of their own)."""
+        live = History.model_construct(history_id=self.history_id, head=record.seq, entries=[record.entry()])
+        self.broadcast(live, conversation_id=record.conversation_id, seq=record.seq)
+
+    def _catch_up(self, link: L, last_seq: int, history_id: str | None) -> None:
+        """Send the device on ``link`` the entries after ``last_seq`` (everything kept, with ``reset``,
+        when its seq does not count in this history), in as many ``history`` messages as its link needs."""
+        head = self.head
+        reset = last_seq > head or (history_id is not None and history_id != self.history_id)
+        after = max(0 if reset else last_seq, self.retention.oldest_seq(head) - 1)
+        entries: list[HistoryEntry] = []
+        if self.retention.limit > 0 and after < head:
+            oldest_at = self.retention.oldest_at(self.clock())
+            entries = self.records.history_after(after, oldest_at=oldest_at, limit=self.retention.limit)
+            newest = entries[-1].seq if entries else after
+            entries += [r.entry() for r in self._history_in_batch if r.seq > newest]  # in this batch: not committed
+        groups = list(chunks(entries, self._links[link].max_text or CHUNK_CHARS)) or [[]]
+        for index, group in enumerate(groups):
+            first = index == 0
+            message = History.model_construct(
+                history_id=self.history_id,
+                head=head,
+                entries=group,
+                conversations=self.conversations() if first else None,
+                reset=reset and first,
+                more=index < len(groups) - 1,
+            )
+            self.reply(link, message)
+
+    def start_call(
+        self,
+        request: ToolCall,
+        *,
+        wait: float,
+        new_id: bool = False,
+        forwarded: bool = False,
+        conversation_id: str | None = None,
+    ) -> Call:
         """Start a call to the App with a deadline ``wait`` seconds from now; returns its :class:`Call`.
+
+        The call belongs to ``conversation_id`` (default: the session's) and is kept in its history.
 
         A call id already known (live or ended) is not started again: its call is returned as it
         stands, and a recovered call waiting for its claim is claimed (``new_id``: the caller
@@ -691,8 +893,9 @@ class Session(Generic[L]):
             self.claim(known.call_id)
             return known
         now = self.clock()
+        conversation_id = self._conversation(conversation_id)
         if not self._attached:
-            call = Call(request=request, conversation_id=self.conversation_id, created_at=now, forwarded=forwarded)
+            call = Call(request=request, conversation_id=conversation_id, created_at=now, forwarded=forwarded)
             call.end("failed", NO_APP, now=now, error="no_app")
             self._save(call)
             self._audit("call.failed", call_id=call.call_id, detail="no_app")
@@ -702,7 +905,7 @@ class Session(Generic[L]):
         request.expires_at = format_timestamp(expires_at)
         call = Call(
             request=request,
-            conversation_id=self.conversation_id,
+            conversation_id=conversation_id,
             created_at=now,
             expires_at=expires_at,
             forwarded=forwarded,
@@ -719,8 +922,10 @@ class Session(Generic[L]):
         self._out.new_deadline = True
         self._save(call)
         self._audit("call.created", call_id=call.call_id, detail=request.name)
+        entry = self._record("call", conversation_id, call_id=call.call_id, call=request)
+        seq = entry.seq if entry is not None else None
         for link, device_id in self._attached.items():
-            self._deliver(call, link, device_id)
+            self._deliver(call, link, device_id, seq)
         return call
 
     def cancel_call(self, call_id: str, reason: str = "cancelled by the agent") -> bool:
@@ -755,9 +960,7 @@ class Session(Generic[L]):
         self._save(call)
         self._audit("call.failed", call_id=call.call_id, detail="store_failed")
         self._ended(call)
-        notice = ToolCancel(call_id=call.call_id, reason=message)
-        for link, device_id in self._attached.items():
-            self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
+        self._notify(call, ToolCancel(call_id=call.call_id, reason=message), self._record_end(call, None))
 
     def claim(self, call_id: str) -> bool:
         """The agent's side waits on call ``call_id`` again: a recovered call then lives on to its deadline.
@@ -822,6 +1025,7 @@ class Session(Generic[L]):
                 call.end("cancelled", RESTARTED, now=now)
             self._save(call)
             self._audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+            self._record_end(call, None)
             closed.append(call)
         return closed
 
@@ -840,8 +1044,8 @@ class Session(Generic[L]):
                     )
         return None
 
-    def _deliver(self, call: Call, link: L, device_id: str) -> None:
-        text = self.encode(call.request, device_id)
+    def _deliver(self, call: Call, link: L, device_id: str, seq: int | None = None) -> None:
+        text = self.encode(call.request, device_id, conversation_id=call.conversation_id, seq=seq)
         limit = self._links[link].max_text
         if limit is not None and len(text.encode()) > limit:  # a link that attached after the call started
             self._audit("call.undeliverable", call_id=call.call_id, device_id=device_id, detail="too_large")
@@ -873,13 +1077,18 @@ class Session(Generic[L]):
         by_device = self._links[by].device_id if by is not None and by in self._links else surface
         self._audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self._ended(call)
-        others = [(link, device_id) for link, device_id in self._attached.items() if link != by]
-        if others:
-            answered = by is not None or surface is not None
-            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
-            for link, device_id in others:
-                self._out.messages.append(Send(link, self.encode(notice, device_id), call.call_id))
+        seq = self._record_end(call, by_device)
+        answered = by is not None or surface is not None
+        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
+        self._notify(call, notice, seq, skip=by)
         return True
+
+    def _notify(self, call: Call, notice: ToolCancel, seq: int | None, *, skip: L | None = None) -> None:
+        """Send ``notice`` about ``call`` (the live form of entry ``seq``) to every device but the one on ``skip``."""
+        for link, device_id in self._attached.items():
+            if link != skip:
+                text = self.encode(notice, device_id, conversation_id=call.conversation_id, seq=seq)
+                self._out.messages.append(Send(link, text, call.call_id))
 
     def _ended(self, call: Call) -> None:
         self._ended_in_batch[call.call_id] = call
@@ -899,16 +1108,38 @@ class Session(Generic[L]):
         self._out.changes.append(Audit(event, call_id, device_id, detail))
 
 
-def changes_by_kind(changes: Iterable[Change]) -> tuple[dict[str, Call], list[str], list[Audit]]:
-    """A batch's changes grouped for writing: the latest of each call (saved once), seen ids, audit records."""
-    calls: dict[str, Call] = {}
-    seen: list[str] = []
-    audits: list[Audit] = []
+def _by_url(files: Iterable[Attachment]) -> list[Attachment] | None:
+    """Files as the history keeps them: without their inline data (a device fetches them by URL); None for none."""
+    kept = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+    return kept or None
+
+
+class Grouped(NamedTuple):
+    """A batch's changes grouped for writing (see :func:`changes_by_kind`)."""
+
+    calls: dict[str, Call]
+    seen: list[str]
+    audits: list[Audit]
+    records: list[Record]
+    conversations: dict[str, SaveConversation]
+
+    def __bool__(self) -> bool:
+        return any((self.calls, self.seen, self.audits, self.records, self.conversations))
+
+
+def changes_by_kind(changes: Iterable[Change]) -> Grouped:
+    """A batch's changes grouped for writing: the latest of each call and conversation (saved once),
+    seen ids, audit records, history entries."""
+    grouped = Grouped({}, [], [], [], {})
     for change in changes:
         if isinstance(change, SaveCall):
-            calls[change.call.call_id] = change.call
+            grouped.calls[change.call.call_id] = change.call
         elif isinstance(change, SeenEnvelope):
-            seen.append(change.envelope_id)
+            grouped.seen.append(change.envelope_id)
+        elif isinstance(change, Audit):
+            grouped.audits.append(change)
+        elif isinstance(change, Record):
+            grouped.records.append(change)
         else:
-            audits.append(change)
-    return calls, seen, audits
+            grouped.conversations[change.conversation_id] = change
+    return grouped

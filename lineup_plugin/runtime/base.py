@@ -31,7 +31,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ..media import StoredFile
@@ -68,12 +68,24 @@ def result_json(result: ToolResult) -> str:
     return json.dumps(body, ensure_ascii=False)
 
 
+class Conversation(NamedTuple):
+    """Which conversation (an agent session: a gateway chat, the CLI's session...) a call or message belongs to.
+
+    ``id`` is the envelope's ``conversation_id`` (at most 200 characters); ``title`` what the App
+    lists it as (None: the App names it).
+    """
+
+    id: str
+    title: str | None = None
+
+
 class BlockingCall(Protocol):
     """Calls a LineUp tool from a runtime's worker thread and blocks until its terminal result.
 
     ``is_interrupted`` is polled while waiting: once it is true the call is cancelled on every
     device and a ``cancelled`` result is returned. ``heartbeat`` is called every poll slice.
-    ``deadline`` is the wait in seconds; when it passes the result is ``expired``.
+    ``deadline`` is the wait in seconds; when it passes the result is ``expired``. ``conversation``
+    is the one the call belongs to (None: the hub's default).
     """
 
     def __call__(
@@ -84,6 +96,7 @@ class BlockingCall(Protocol):
         is_interrupted: Callable[[], bool],
         heartbeat: Callable[[], None],
         deadline: float,
+        conversation: Conversation | None = None,
     ) -> ToolResult: ...
 
 
@@ -127,11 +140,12 @@ class AgentRuntime(ABC):
         """
 
     @abstractmethod
-    def deliver_message(self, text: str, *, sender: str) -> bool:
-        """A user message from the App (``sender`` is the device id).
+    def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
+        """A user message from the App (``sender`` is the device id) in conversation ``conversation_id``.
 
         An idle agent starts a turn with it; a busy one follows the runtime's rules (interrupt,
-        queue or steer). Returns False when there is no agent to take it.
+        queue or steer). A runtime with one conversation may ignore ``conversation_id``. Returns
+        False when there is no agent to take it.
         """
 
     def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
@@ -155,6 +169,10 @@ class AgentRuntime(ABC):
     def may_print(self) -> bool:
         """Whether LineUp may print to this process's terminal (the App's link, its QR code); False when quiet."""
         return True
+
+    def conversation(self) -> Conversation | None:
+        """The conversation of the tool call running on the current thread (None: the hub's default)."""
+        return None
 
     def call_origin(self) -> Origin | None:
         """Which session of the agent makes the tool call running on this thread (shown on the App's card).
@@ -229,6 +247,7 @@ class ToolBridge:
             is_interrupted=self.runtime.is_interrupted,
             heartbeat=lambda: self.runtime.heartbeat(said, started),
             deadline=self.deadline_for(name) if deadline is None else deadline,
+            conversation=self.runtime.conversation(),
         )
 
     def handler(self, name: str) -> ToolHandler:

@@ -10,6 +10,8 @@ The channel carries JSON lines, one object per line (at most :data:`MAX_LINE` by
     forwarder → server  {"op": "call", "call_id": "…", "name": "choice", "arguments": {…},
                          "deadline": 597.5, "origin": {"kind": "chat", "label": "hermes chat"}}
     forwarder → server  {"op": "cancel", "call_id": "…"}                  (its run was interrupted)
+    forwarder → server  {"op": "answer", "surface": "mcp-host", "result": {…}}  (answered where it
+                         shows the card itself, e.g. an MCP Apps host: only its own call)
     forwarder → server  {"op": "status", "state": "thinking", "detail": null}  (its session's status)
     forwarder → server  {"op": "text", "text": "…"}                       (its session's reply)
     server → forwarder  {"op": "result", "result": {…tool.result payload…}}
@@ -44,7 +46,10 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -270,6 +275,21 @@ class ForwardServer:
             writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
             await writer.drain()
 
+    async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
+        """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
+        surface = message.get("surface")
+        try:
+            result = ToolResult.model_validate(message.get("result"))
+        except ValueError as exc:
+            log.info("lineup: a forwarded answer to %s was refused: %s", call_id, exc)
+            return
+        if result.call_id != call_id or not isinstance(surface, str) or not 0 < len(surface) <= 64:
+            log.info("lineup: a forwarded answer for another call or surface was refused (call %s)", call_id)
+            return
+        refused = await self.hub.answer_from(surface, result)
+        if refused is not None:
+            log.info("lineup: the answer to %s from %s was refused: %s", call_id, surface, refused)
+
     async def _notice(self, request: dict[str, Any]) -> None:
         """Another process's session status or reply, shown on the App."""
         if request["op"] == "text":
@@ -315,6 +335,8 @@ class ForwardServer:
                 if message.get("op") == "cancel":
                     reason = message.get("reason")
                     await self.hub.cancel(call_id, reason if isinstance(reason, str) else "the agent was interrupted")
+                elif message.get("op") == "answer":
+                    await self._answer(call_id, message)
         finally:
             if reading is not None and not reading.done():
                 reading.cancel()
@@ -346,12 +368,49 @@ class OwnerUnreachable(Exception):
     """The serving process could not be reached, or went away before the call ended (try again)."""
 
 
+@dataclass
+class Forwarded:
+    """A call this process forwarded and waits on: what it asked, and its connection."""
+
+    name: str
+    arguments: dict[str, Any]
+    started: float
+    sock: socket.socket
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one line on the call's connection (threads take turns)."""
+        with self.lock:
+            self.sock.sendall(_line(message))
+
+
 class Forwarder:
     """A process that does not serve: forwards one call at a time per thread, blocking (see the module docstring)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.path = socket_path(data_dir)
+        self._lock = threading.Lock()
+        #: the calls forwarded now, by call id
+        self._open: dict[str, Forwarded] = {}
+
+    def open_calls(self) -> dict[str, Forwarded]:
+        """The calls this process has forwarded and still waits on."""
+        with self._lock:
+            return dict(self._open)
+
+    def answer(self, call_id: str, result: ToolResult, surface: str) -> bool:
+        """Answer this process's own forwarded call ``call_id`` from ``surface``; False when it waits no more."""
+        with self._lock:
+            forwarded = self._open.get(call_id)
+        if forwarded is None:
+            return False
+        payload = result.model_dump(mode="json", exclude_none=True)
+        try:
+            forwarded.send({"op": "answer", "surface": surface, "result": payload})
+        except OSError:
+            return False
+        return True
 
     def _connect(self, timeout: float) -> socket.socket:
         """A connection to the serving process's socket, hello said; OwnerUnreachable if there is none."""
@@ -401,21 +460,29 @@ class Forwarder:
         if origin is not None:
             request["origin"] = origin.model_dump(mode="json", exclude_none=True)
         with self._connect(HELLO_TIMEOUT) as sock:
+            forwarded = Forwarded(name, arguments, time.time(), sock)
             try:
-                sock.sendall(_line(request))
+                forwarded.send(request)
             except OSError as exc:
                 raise OwnerUnreachable(f"the serving process went away: {exc}") from None
-            return self._wait(sock, call_id, is_interrupted, heartbeat, on_interrupt, poll)
+            with self._lock:
+                self._open[call_id] = forwarded
+            try:
+                return self._wait(forwarded, call_id, is_interrupted, heartbeat, on_interrupt, poll)
+            finally:
+                with self._lock:
+                    self._open.pop(call_id, None)
 
     def _wait(
         self,
-        sock: socket.socket,
+        forwarded: Forwarded,
         call_id: str,
         is_interrupted: Callable[[], bool],
         heartbeat: Callable[[], None] | None,
         on_interrupt: Callable[[str], None] | None,
         poll: float,
     ) -> ToolResult:
+        sock = forwarded.sock
         sock.settimeout(poll)
         buffer = b""
         cancelled = False
@@ -447,7 +514,7 @@ class Forwarder:
             if not cancelled and is_interrupted():
                 cancelled = True
                 try:
-                    sock.sendall(_line({"op": "cancel", "call_id": call_id, "reason": "the agent was interrupted"}))
+                    forwarded.send({"op": "cancel", "call_id": call_id, "reason": "the agent was interrupted"})
                 except OSError as exc:
                     raise OwnerUnreachable(f"the serving process went away: {exc}") from None
 

@@ -224,6 +224,7 @@ class Runner:
         call_id: str | None = None,
         origin: Origin | None = None,
         poll: float = 0.25,
+        conversation_id: str | None = None,
     ) -> ToolResult:
         """Call tool ``name`` with the model's flat arguments and block until its terminal result.
 
@@ -232,15 +233,18 @@ class Runner:
         interrupted") and a ``cancelled`` result is returned; an answer that won the race is
         returned instead. ``deadline`` is the wait in seconds (default: the hub's per-tool
         deadline); it ends ``expired``. ``call_id`` continues a call known by that id (e.g. one
-        this process forwarded before it took over serving); ``origin`` says who asks. Never
-        raises for a failed call: a stopped runner gives a ``failed`` result.
+        this process forwarded before it took over serving); ``origin`` says who asks; the call
+        belongs to ``conversation_id`` (None: the hub's). Never raises for a failed call: a stopped
+        runner gives a ``failed`` result.
         """
         call_id = call_id or codec.new_id("call")
         if is_interrupted():
             return failure(call_id, name, "cancelled", INTERRUPTED)
         pending = _Pending()
         try:
-            future = self.submit(self._interruptible, name, flat_args, call_id, deadline, origin, pending)
+            future = self.submit(
+                self._interruptible, name, flat_args, call_id, deadline, origin, pending, conversation_id
+            )
         except TransportError:
             return _not_running(call_id, name)
         interrupted_at: float | None = None
@@ -310,6 +314,7 @@ class Runner:
         deadline: float | None,
         origin: Origin | None,
         pending: _Pending,
+        conversation_id: str | None = None,
     ) -> ToolResult:
         """The call, in the one task that :meth:`call_blocking` started; an interrupt cancels that task."""
         if pending.interrupted:
@@ -320,6 +325,8 @@ class Runner:
         options: dict[str, Any] = {"call_id": call_id, "origin": origin}
         if deadline is not None:
             options["deadline"] = deadline
+        if conversation_id is not None:
+            options["conversation_id"] = conversation_id
         try:
             return await hub.agent_call(name, flat_args, **options)
         except asyncio.CancelledError:  # the hub cancelled the call on every device, then re-raised

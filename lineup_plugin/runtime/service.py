@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import LineUpError, TransportError
-from .base import AgentRuntime, ToolBridge
+from .base import AgentRuntime, Conversation, ToolBridge
 from .lock import Owner, ServerLock, program
 
 if TYPE_CHECKING:
@@ -306,15 +306,29 @@ class LineUpService:
         except TransportError:  # stopping
             return None
 
-    def report_status(self, state: AgentState, detail: str | None = None) -> None:
-        """Push ``agent.status`` to the App (through the serving process when another one serves it)."""
-        if self.on_hub(lambda hub: hub.set_status(state, detail)) is None:
+    def report_status(
+        self, state: AgentState, detail: str | None = None, *, conversation: Conversation | None = None
+    ) -> None:
+        """Push ``agent.status`` (of ``conversation``) to the App (through the serving process when another one
+        serves it)."""
+        conversation_id = self.conversation_id(conversation)
+        if self.on_hub(lambda hub: hub.set_status(state, detail, conversation_id=conversation_id)) is None:
             self._tell_server({"op": "status", "state": state, "detail": detail})
 
-    def send_text(self, text: str) -> None:
-        """Send an agent message to the App (through the serving process when another one serves it)."""
-        if self.on_hub(lambda hub: hub.send_text(text)) is None:
+    def send_text(self, text: str, *, conversation: Conversation | None = None) -> None:
+        """Send an agent message (in ``conversation``) to the App (through the serving process when another one
+        serves it)."""
+        conversation_id = self.conversation_id(conversation)
+        if self.on_hub(lambda hub: hub.send_text(text, conversation_id=conversation_id)) is None:
             self._tell_server({"op": "text", "text": text})
+
+    def conversation_id(self, conversation: Conversation | None) -> str | None:
+        """The id of ``conversation`` for the hub, once its title is told to the App (None: the default)."""
+        if conversation is None:
+            return None
+        if conversation.title:
+            self.on_hub(lambda hub: hub.name_conversation(conversation.id, conversation.title or ""))
+        return conversation.id
 
     def _tell_server(self, message: dict[str, Any]) -> None:
         """Pass a status or reply of this process's session on to the serving process, if one serves."""
@@ -377,8 +391,11 @@ class LineUpService:
         is_interrupted: Callable[[], bool],
         heartbeat: Callable[[], None],
         deadline: float,
+        conversation: Conversation | None = None,
     ) -> ToolResult:
         """Run one LineUp tool call (on the runtime's worker thread) and wait for its end.
+
+        The call belongs to ``conversation`` (the card says which; None: the default one).
 
         Starts the server if no process serves yet (a server that cannot start, e.g. on a port in
         use, ends the call ``failed`` with the reason, error ``start_failed``); else forwards the
@@ -406,7 +423,7 @@ class LineUpService:
                 # a process that took over from one that went away: its App is on its way back
                 took_over = self.settings.handover_grace if unreachable_since is not None else 0.0
                 return self._call_here(
-                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends, took_over
+                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends, took_over, conversation
                 )
             if not platform_supported():
                 return self.not_serving_result(name, call_id, "no Unix sockets on this system")
@@ -452,10 +469,11 @@ class LineUpService:
         heartbeat: Callable[[], None],
         ends: float,
         took_over: float = 0.0,
+        conversation: Conversation | None = None,
     ) -> ToolResult:
         """The call, in the process that serves the App (``took_over``: wait that long for the App to come back)."""
         self._await_app(runner, name, is_interrupted, heartbeat, at_least=took_over)
-        self.report_status("waiting_input", name)
+        self.report_status("waiting_input", name, conversation=conversation)
         try:
             return runner.call_blocking(
                 name,
@@ -465,9 +483,10 @@ class LineUpService:
                 deadline=max(0.0, ends - time.monotonic()),
                 call_id=call_id,
                 origin=origin,
+                conversation_id=self.conversation_id(conversation),
             )
         finally:
-            self.report_status("running")
+            self.report_status("running", conversation=conversation)
 
     def _interrupted_by_server(self, reason: str) -> None:
         """The serving process passed on the App's stop button: stop this process's run too (not on this thread)."""
@@ -494,10 +513,11 @@ class LineUpService:
     # hub callbacks (run on the server's event loop) -------------------------------------
 
     async def _on_text(self, device_id: str, text: str) -> None:
-        if not self.runtime.deliver_message(text, sender=device_id):
-            runner = self.runner
-            if runner is not None:
-                await runner.hub.send_text(NOT_TAKING_MESSAGES)
+        runner = self.runner
+        conversation_id = runner.hub.text_conversation if runner is not None else None
+        delivered = self.runtime.deliver_message(text, sender=device_id, conversation_id=conversation_id)
+        if not delivered and runner is not None:
+            await runner.hub.send_text(NOT_TAKING_MESSAGES, conversation_id=conversation_id)
 
     async def _on_files(self, device_id: str, text: str, files: list[StoredFile]) -> None:
         if not self.runtime.deliver_files(text, files, sender=device_id):

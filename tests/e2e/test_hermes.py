@@ -23,8 +23,9 @@ import anyio
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
+from lineup_plugin.runtime.base import Conversation
 from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
@@ -187,16 +188,19 @@ class AppFeed:
     def __init__(self, hermes: Hermes, monkeypatch: pytest.MonkeyPatch) -> None:
         self.texts: list[str] = []
         self.statuses: list[str] = []
+        self.conversations: set[Conversation | None] = set()
         service = hermes.service
         send_text, report_status = service.send_text, service.report_status
 
-        def record_text(text: str) -> None:
+        def record_text(text: str, *, conversation: Conversation | None = None) -> None:
             self.texts.append(text)
-            send_text(text)
+            self.conversations.add(conversation)
+            send_text(text, conversation=conversation)
 
-        def record_status(state: str, detail: str | None = None) -> None:
+        def record_status(state: str, detail: str | None = None, *, conversation: Conversation | None = None) -> None:
             self.statuses.append(state)
-            report_status(state, detail)
+            self.conversations.add(conversation)
+            report_status(state, detail, conversation=conversation)
 
         monkeypatch.setattr(service, "send_text", record_text)
         monkeypatch.setattr(service, "report_status", record_status)
@@ -235,6 +239,10 @@ async def test_an_agent_of_another_platform_that_asked_the_app_has_its_reply_mir
         await app.close()
     assert feed.texts == ["Deploying to test."]
     assert feed.statuses[-1] == "idle"
+    # the telegram session is a conversation of its own on the App, named after it
+    [where] = feed.conversations
+    assert where is not None and where.id.startswith("hermes-") and where.title
+    assert where.title.startswith("Hermes telegram · ")
 
 
 @bounded
@@ -388,6 +396,28 @@ class TestGateway:
         assert last_user_text(hermes.llm.requests[0]).startswith("hi")
 
     @bounded
+    async def test_a_conversation_started_in_the_app_is_a_hermes_chat_of_its_own(
+        self, hermes: Hermes, gateway: Gateway
+    ) -> None:
+        hermes.llm.reset(call("choice", **DEPLOY), say("Staging it is."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="deploy from the second chat"), conversation_id="app-second")
+            asked = await app.next("tool.call")
+            assert asked.conversation_id == "app-second"  # the card says which conversation asks
+            assert isinstance(asked.payload, ToolCall)
+            await app.answer(asked.payload, selected="staging", index=1)
+            while True:
+                reply = await app.next("text")
+                if isinstance(reply.payload, Text) and reply.payload.text == "Staging it is.":
+                    break
+            assert reply.conversation_id == "app-second"
+        finally:
+            await app.close()
+        first = hermes.llm.requests[0]
+        users = [m for m in first["messages"] if m.get("role") == "user"]
+        assert len(users) == 1  # a new Hermes session: nothing of the App's main chat is in it
+        assert last_user_text(first).startswith("deploy from the second chat")
     async def test_a_reply_streams_to_the_app_as_the_model_writes_it_then_settles_as_one_text(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:

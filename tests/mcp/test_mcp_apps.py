@@ -16,12 +16,17 @@ from mcp import types
 from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 
+from lineup_plugin import load_registry
+from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import RendererError
 from lineup_plugin.runtime.mcp.server import APPS_EXTENSION
 from lineup_plugin.runtime.mcp.view import APP_MIME_TYPE, bundle, card_page, packaged_app
+from lineup_plugin.runtime.service import LineUpService
 from lineup_plugin.tools.renderers import read_module
+from tests.runtime.fake_runtime import FakeRuntime
+from tests.wsapp import WsApp
 
-from .conftest import Lineup, stdio_client
+from .conftest import TOKEN, Lineup, stdio_client
 from .test_mcp_stdio import CHOICE, body
 
 DEEP: dict = {}
@@ -152,3 +157,34 @@ def body_text(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text
+
+
+async def test_a_host_card_of_a_forwarded_call_is_answered_through_the_serving_process(lineup: Lineup) -> None:
+    settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=Path(lineup.env["LINEUP_DATA_DIR"]))
+    gateway = LineUpService(FakeRuntime(), settings, load_registry(load_entrypoints=False), role="gateway")
+    assert gateway.ensure_started("a Hermes gateway, say") and gateway.runner is not None
+    try:
+        async with apps_client(lineup) as client:
+            app = await WsApp.connect(gateway.runner.transport)  # type: ignore[arg-type]
+            task = asyncio.create_task(client.call_tool("choice", CHOICE))
+            phone = await app.next_call()
+            shown = await client.call_tool("lineup_card", {"tool": "choice", "arguments": CHOICE})
+            assert not shown.is_error and shown.structured_content is not None
+            call = shown.structured_content["call"]
+            assert (call["call_id"], call["arguments"]) == (phone.call_id, CHOICE)
+            answer = {"selected": "production", "index": 1}
+            applied = await client.call_tool(
+                "lineup_answer", {"call_id": call["call_id"], "status": "completed", "result": answer}
+            )
+            assert not applied.is_error
+            result = await asyncio.wait_for(task, 30)
+            cancel = await app.next("tool.cancel")
+            late = await client.call_tool(
+                "lineup_answer", {"call_id": call["call_id"], "status": "rejected", "result": {}}
+            )
+            await app.close()
+    finally:
+        gateway.stop()
+    assert result.structured_content == answer
+    assert cancel.payload.reason == "answered on another device"  # type: ignore[union-attr]
+    assert late.is_error and "waits no more" in body_text(late)

@@ -20,6 +20,7 @@ from lineup_plugin.protocol.messages import (
     FileBegin,
     FileChunk,
     FileStored,
+    History,
     MessageDelta,
     Text,
     ToolAck,
@@ -50,6 +51,18 @@ SAMPLES = [
     FileChunk(upload_id="u1", seq=0, data="AAEC"),
     FileStored(upload_id="u1", file=Attachment(id=SHA, name="a.png", mime="image/png", size=3, url="/media/x")),
     Error(code="bad", message="no"),
+    History.model_validate(
+        {
+            "history_id": "h1",
+            "head": 2,
+            "entries": [
+                {"seq": 1, "at": "2026-11-30T09:00:00+00:00", "conversation_id": "c", "event": "text.in", "text": "hi"},
+                {"seq": 2, "at": "2026-11-30T09:00:01+00:00", "conversation_id": "c", "event": "call.end",
+                 "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}}, "device_id": "phone"},
+            ],
+            "conversations": [{"conversation_id": "c", "title": "Deploy", "last_seq": 2}],
+        }
+    ),
 ]
 
 

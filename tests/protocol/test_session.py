@@ -15,6 +15,7 @@ from typing import Any
 
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.calls import Call, CallState, format_timestamp
+from lineup_plugin.protocol.history import DEFAULT_RETENTION, Retention
 from lineup_plugin.protocol.messages import (
     Actor,
     AgentStop,
@@ -22,6 +23,7 @@ from lineup_plugin.protocol.messages import (
     DeviceWelcome,
     Envelope,
     Error,
+    History,
     Payload,
     Text,
     ToolAck,
@@ -52,6 +54,7 @@ from lineup_plugin.protocol.session import (
     closed_reason,
 )
 from lineup_plugin.protocol.tools import ToolDefinition
+from lineup_plugin.store import MemoryStore
 
 START = 1_700_000_000.0
 
@@ -77,10 +80,18 @@ class FakeRecords:
     Like the real store it hands out copies and never changes a call that already ended.
     """
 
-    def __init__(self, calls: Iterable[Call] = (), seen: Iterable[str] = ()) -> None:
+    def __init__(
+        self, calls: Iterable[Call] = (), seen: Iterable[str] = (), retention: Retention = DEFAULT_RETENTION
+    ) -> None:
         self.calls: dict[str, Call] = {call.call_id: copy.deepcopy(call) for call in calls}
         self.seen: set[str] = set(seen)
         self.audits: list[Audit] = []
+        #: the history is kept as the memory store keeps it (tested against SQLite in tests/test_store.py)
+        self.history = MemoryStore(retention=retention)
+        self.history_id = self.history.history_id
+        self.history_head = self.history.history_head
+        self.history_after = self.history.history_after
+        self.conversations = self.history.conversations
 
     def get_call(self, call_id: str) -> Call | None:
         call = self.calls.get(call_id)
@@ -101,8 +112,10 @@ class FakeRecords:
                     self.calls[change.call.call_id] = copy.deepcopy(change.call)
             elif isinstance(change, SeenEnvelope):
                 self.seen.add(change.envelope_id)
-            else:
+            elif isinstance(change, Audit):
                 self.audits.append(change)
+            else:
+                self.history.apply([change])
 
 
 AGENT_TOOLS = [ToolDefinition(name="lookup", type="action", description="look something up")]
@@ -985,10 +998,13 @@ def test_text_from_the_app_is_a_text_received_event() -> None:
     rig = Rig()
     rig.connect("phone")
 
-    batch = rig.send("phone", Text(text="what's the weather?"))
+    batch = rig.send("phone", Text(text="what's the weather?"), envelope_id="msg-typed")
 
     assert batch.events == [TextReceived("phone", "what's the weather?")]
-    assert batch.messages == []
+    (told,) = payloads(batch, "phone", History)  # only its history entry, which the App knows by ``ref``
+    assert [(e.event, e.text, e.ref, e.device_id) for e in told.entries] == [
+        ("text.in", "what's the weather?", "msg-typed", "phone")
+    ]
 
 
 def test_agent_stop_from_the_app_is_a_stop_requested_event() -> None:

@@ -38,7 +38,7 @@ class FakeRuntime(AgentRuntime):
     def heartbeat(self, label: str, started: float) -> None:
         pass
 
-    def deliver_message(self, text: str, *, sender: str) -> bool:
+    def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
         self.messages.append((sender, text))
         return self.taking
 

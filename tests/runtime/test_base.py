@@ -45,7 +45,7 @@ class FakeRuntime(AgentRuntime):
     def heartbeat(self, label: str, started: float) -> None:
         self.beats.append((label, started))
 
-    def deliver_message(self, text: str, *, sender: str) -> bool:
+    def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
         return False
 
     def interrupt(self, message: str | None = None) -> bool:

@@ -25,7 +25,7 @@ from lineup_plugin.plugins import (
     third_party_plugins,
 )
 from lineup_plugin.protocol.messages import Origin, ToolCancel, ToolResult
-from lineup_plugin.runtime.base import result_json
+from lineup_plugin.runtime.base import Conversation, result_json
 from lineup_plugin.runtime.hermes import common, compat
 from lineup_plugin.runtime.hermes.common import TOOLSET, Answer, ask, clarify_answer, clarify_card, plugin_section
 from lineup_plugin.runtime.hermes.hooks import HOOKS, HermesHooks
@@ -90,9 +90,11 @@ class FakeAdapter:
 
     def __init__(self) -> None:
         self.texts: list[tuple[str, str]] = []
+        self.conversations: list[str | None] = []
 
-    def deliver_text(self, text: str, sender: str) -> bool:
+    def deliver_text(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
         self.texts.append((text, sender))
+        self.conversations.append(conversation_id)
         return True
 
     def submit_text(self, text: str, sender: str) -> concurrent.futures.Future[None]:
@@ -320,8 +322,17 @@ class AppFeed:
     def __init__(self, runtime: HermesRuntime) -> None:
         self.texts: list[str] = []
         self.statuses: list[str] = []
-        runtime.service.send_text = self.texts.append  # type: ignore[method-assign]
-        runtime.service.report_status = lambda state, detail=None: self.statuses.append(state)  # type: ignore[method-assign]
+        self.conversations: set[Conversation | None] = set()
+        runtime.service.send_text = self.text  # type: ignore[method-assign]
+        runtime.service.report_status = self.status  # type: ignore[method-assign]
+
+    def text(self, text: str, *, conversation: Conversation | None = None) -> None:
+        self.texts.append(text)
+        self.conversations.add(conversation)
+
+    def status(self, state: str, detail: str | None = None, *, conversation: Conversation | None = None) -> None:
+        self.statuses.append(state)
+        self.conversations.add(conversation)
 
 
 def a_turn(hooks: HermesHooks, session_id: str, reply: str, platform: str) -> None:
@@ -348,6 +359,8 @@ def test_a_session_that_called_a_lineup_tool_is_mirrored_and_shown(runtime: Herm
         other.release()
     a_turn(HermesHooks(runtime), "tg-2", "deployed", platform="telegram")
     assert (feed.texts, feed.statuses) == (["deployed"], ["thinking", "idle"])
+    # shown in a conversation of its own, named after the session
+    assert feed.conversations == {Conversation("hermes-tg-2", "Hermes telegram · tg-2")}
 
 
 def test_an_attached_agent_is_mirrored_even_after_its_session_id_changed(runtime: HermesRuntime) -> None:

@@ -72,6 +72,7 @@ RELIES_ON: dict[str, list[str]] = {
         "gateway.platforms.base:SendResult",
         "gateway.config:Platform",
     ],
+    "session_chat": ["gateway.session_context:get_session_env", 'gateway.session_context::"HERMES_SESSION_CHAT_ID"'],
     "quiet_cli": ['hermes_cli._parser::"-Q"', 'hermes_cli._parser::"--quiet"'],
     "refresh_agent_tools": ["tools.mcp_tool:refresh_agent_mcp_tools(quiet_mode)"],
     "resolve_approval": ["tools.approval:resolve_gateway_approval"],

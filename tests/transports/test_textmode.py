@@ -15,8 +15,10 @@ from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import (
     Actor,
     AgentStatus,
+    Attachment,
     DeviceWelcome,
     Error,
+    MessageDelta,
     Origin,
     Payload,
     Text,
@@ -372,6 +374,14 @@ def test_cancel_expiry_and_answers_elsewhere_are_posted_and_the_next_card_asked(
 def test_agent_text_is_said_and_status_and_tool_lists_are_not() -> None:
     mode = TextMode()
     assert said(mode.from_agent(sent(Text(text="Deployed to staging.")))) == "Deployed to staging."
+    assert mode.from_agent(sent(MessageDelta(message_id="m1", seq=0, text="Depl"))) == []  # only the settled reply
+    assert mode.from_agent(sent(Text(text=""))) == []
+    chart = Attachment(id="ab" * 32, name="chart.png", mime="image/png", size=12_345, data="aGk=")
+    reply = Text(text="Here is the chart.", message_id="m1", attachments=[chart], interrupted=True)
+    assert said(mode.from_agent(sent(reply))) == (
+        "Here is the chart.\n[the reply stopped here: the agent was interrupted]\n"
+        "[a file this chat cannot show: chart.png (image/png, 12,345 bytes)]"
+    )
     assert mode.from_agent(sent(AgentStatus(state="thinking"))) == []
     assert mode.from_agent(sent(ToolList(tools=[]))) == []
     assert mode.from_agent("not an envelope") == []

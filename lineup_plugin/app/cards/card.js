@@ -19,7 +19,7 @@ export function originText(origin) {
   return typeof origin.label === "string" && origin.label ? `${kind} · ${origin.label}` : kind;
 }
 
-const STATUS_TEXT = {
+export const STATUS_TEXT = {
   completed: "Done",
   rejected: "Rejected",
   cancelled: "Cancelled",

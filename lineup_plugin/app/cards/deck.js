@@ -30,6 +30,7 @@ export class Deck {
     const { call_id: callId } = request;
     if (typeof callId !== "string" || typeof request.name !== "string") return;
     const known = this.cards.get(callId);
+    if (known?.restored && !known.closed) known.restored = false; // shown from the history and still live: answerable
     if (known) {
       if (known.result) this.send("tool.result", known.result); // our answer may have been lost in a reconnect
       else if (!known.dismissed && known.interactive) this.send("tool.ack", { call_id: callId, stage: "waiting_user" });
@@ -88,6 +89,46 @@ export class Deck {
     const card = this.cards.get(callId);
     if (card) card.note(`The agent did not take this answer: ${message}`);
     return Boolean(card);
+  }
+
+  /**
+   * A call from the history: drawn like a live one (a canvas board is rebuilt) but nothing is
+   * sent until the agent delivers it live again; `settle` then shows how it ended.
+   */
+  restore(request) {
+    const { call_id: callId } = request;
+    if (typeof callId !== "string" || typeof request.name !== "string" || this.cards.has(callId)) return;
+    const renderer = Object.hasOwn(RENDERERS, request.name) ? RENDERERS[request.name] : unsupported;
+    const card = new Card(request, (...message) => (card.restored ? undefined : this.send(...message)), renderer);
+    card.restored = true;
+    this.cards.set(callId, card);
+    try {
+      renderer.render(card, request.arguments ?? {}, this.context);
+    } catch {
+      // it was shown once; how it ended follows
+    }
+    if (renderer.visible?.(request) ?? true) this.show(card.el);
+  }
+
+  /** How a call ended, from the history: `text` on its card, `where` it was answered. */
+  settle(callId, result, text, where) {
+    const card = this.cards.get(callId);
+    if (!card) return;
+    if (!card.closed) {
+      card.result = result;
+      card.settle(result.status, text);
+      if (result.status === "completed" && "selected" in (result.result ?? {})) {
+        for (const button of card.el.querySelectorAll("button")) {
+          button.classList.toggle("chosen", button.textContent === String(result.result.selected));
+        }
+      }
+    }
+    if (where && card.interactive && !card.el.querySelector(".card-where")) card.el.append(Object.assign(document.createElement("p"), { className: "card-where", textContent: where }));
+  }
+
+  /** Forget every card (the agent's history starts over). */
+  clear() {
+    this.cards.clear();
   }
 
   /** Calls whose cards still wait for the user (sent in device.hello on every reconnect). */

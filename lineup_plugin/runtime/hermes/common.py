@@ -25,6 +25,20 @@ EMOJI = "📱"
 #: the App chat and user as the gateway sees them (LineUp has one human per agent)
 APP_CHAT = "app"
 APP_USER = "lineup-user"
+#: the LineUp conversation of the App chat (:data:`APP_CHAT`); other App conversations are chats of their own id
+APP_CONVERSATION = "default"
+
+
+def app_conversation(chat_id: str) -> str:
+    """The LineUp conversation of a gateway chat of the ``lineup`` platform."""
+    return APP_CONVERSATION if chat_id in ("", APP_CHAT) else chat_id
+
+
+def app_chat(conversation_id: str | None) -> str:
+    """The gateway chat (``lineup`` platform) of a LineUp conversation: the inverse of :func:`app_conversation`."""
+    return APP_CHAT if conversation_id in (None, "", APP_CONVERSATION) else str(conversation_id)
+
+
 #: how often a card shown for Hermes checks whether Hermes' wait ended another way
 SETTLE_POLL = 0.5
 #: the keys of ``plugins.entries.<name>`` that Hermes reads for every plugin (not LineUp settings)
@@ -125,8 +139,17 @@ class Answer:
         return False
 
 
-async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, call_id: str, answer: Answer) -> None:
-    """On the hub's loop: show a card for a Hermes wait and apply its result; close it if the wait ended first.
+async def ask(
+    hub: Hub,
+    name: str,
+    arguments: dict[str, Any],
+    deadline: float,
+    call_id: str,
+    answer: Answer,
+    conversation_id: str | None = None,
+) -> None:
+    """On the hub's loop: show a card for a Hermes wait (in ``conversation_id``) and apply its result;
+    close it if the wait ended first.
 
     The call and a watcher run in one task group. The watcher polls ``answer.settled`` every
     :data:`SETTLE_POLL` seconds (Hermes has no event for it) and, once Hermes' wait ended another
@@ -152,7 +175,8 @@ async def ask(hub: Hub, name: str, arguments: dict[str, Any], deadline: float, c
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(watch)
         try:
-            result = await hub.call(name, arguments, deadline=deadline, call_id=call_id)
+            options: dict[str, Any] = {"deadline": deadline, "call_id": call_id, "conversation_id": conversation_id}
+            result = await hub.call(name, arguments, **options)
         except Exception:
             log.warning("lineup: %s card failed", name, exc_info=True)
         if not closed:  # a watcher that is telling the devices is left to finish

@@ -39,6 +39,7 @@ __all__ = [
     "refresh_agent_tools",
     "resolve_approval",
     "resolve_clarify",
+    "session_chat",
     "set_fatal_error",
     "slash_commands_loaded",
     "store_plugin_command",
@@ -94,6 +95,19 @@ def clarify_timeout() -> float:
     from tools.clarify_gateway import get_clarify_timeout
 
     return float(get_clarify_timeout())
+
+
+def session_chat() -> tuple[str, str]:
+    """The gateway platform and chat of the session running on this thread (``("", "")`` outside one).
+
+    Hermes' gateway binds them as context variables for each message it handles; its agent's
+    threads (tools, hooks) inherit them.
+    """
+    if not in_gateway_process():
+        return "", ""
+    from gateway.session_context import get_session_env
+
+    return get_session_env("HERMES_SESSION_PLATFORM", ""), get_session_env("HERMES_SESSION_CHAT_ID", "")
 
 
 # ------------------------------------------------------------------------- plugin context

@@ -45,21 +45,23 @@ class HermesHooks:
     def pre_llm_call(self, session_id: str = "", platform: str = "", **_: Any) -> None:
         """A turn starts: remember the session runs; the App shows ``thinking``."""
         self.runtime.attached.turn(str(session_id), running=True)
+        self.runtime.note_platform(str(session_id), platform)
         if self._relevant(session_id, platform):
-            self.service.report_status("thinking")
+            self.service.report_status("thinking", conversation=self.runtime.conversation_of(session_id, platform))
 
     def post_llm_call(
         self, session_id: str = "", assistant_response: str = "", platform: str = "", **_: Any
     ) -> None:
         """Outside the gateway (which replies through the platform), mirror the reply of a session the App follows."""
         if assistant_response and not self.runtime.in_gateway and self._relevant(session_id, platform):
-            self.service.send_text(assistant_response)
+            self.service.send_text(assistant_response, conversation=self.runtime.conversation_of(session_id, platform))
 
     def on_session_end(self, session_id: str = "", interrupted: bool = False, platform: str = "", **_: Any) -> None:
         """A turn ended: the App shows ``idle`` (or ``interrupted``)."""
         self.runtime.attached.turn(str(session_id), running=False)
         if self._relevant(session_id, platform):
-            self.service.report_status("interrupted" if interrupted else "idle")
+            where = self.runtime.conversation_of(session_id, platform)
+            self.service.report_status("interrupted" if interrupted else "idle", conversation=where)
 
     def on_session_finalize(self, reason: str = "", **_: Any) -> None:
         """The interactive CLI shuts down: stop the server."""

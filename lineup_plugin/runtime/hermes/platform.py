@@ -42,6 +42,8 @@ from .common import (
     APP_USER,
     PLATFORM,
     Answer,
+    app_chat,
+    app_conversation,
     approval_timeout,
     ask,
     clarify_answer,
@@ -122,29 +124,33 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
-        """An agent reply to every device of the App user: a ``text``, or the start of a streamed one.
+        """An agent reply to every device of the App user, in the chat's conversation: a ``text``, or the
+        start of a streamed one.
 
         The stream consumer's first piece of a reply ends with its cursor: it goes out as a
         ``message.delta``, and the edits that follow reuse the message id returned here.
         """
-        return await self._reply(codec.new_id("msg"), content, finalize=False)
+        return await self._reply(chat_id, codec.new_id("msg"), content, finalize=False)
 
     async def edit_message(self, chat_id: str, message_id: str, content: str, *, finalize: bool = False) -> Any:
         """The reply ``message_id`` reads ``content`` now: a ``message.delta`` while it is being written,
         else (``finalize``, or an edit of a settled message such as a tool-progress line) the ``text``
         that settles it under the same id."""
-        return await self._reply(message_id, content, finalize=finalize)
+        return await self._reply(chat_id, message_id, content, finalize=finalize)
 
-    async def _reply(self, message_id: str, content: str, *, finalize: bool) -> Any:
+    async def _reply(self, chat_id: str, message_id: str, content: str, *, finalize: bool) -> Any:
         """A reply as the App shows it: without the cursor, nor the blank lines Hermes puts before
         the text that follows a tool call."""
+        where = app_conversation(chat_id)
         cursor = compat.stream_cursor(self)
         writing = bool(cursor) and content.endswith(cursor) and not finalize
         if writing:
             text = content[: -len(cursor)].lstrip()
-            return await self._to_hub(lambda hub: hub.stream_text(message_id, text), message_id)
+            return await self._to_hub(lambda hub: hub.stream_text(message_id, text, conversation_id=where), message_id)
         settled = content.strip()
-        return await self._to_hub(lambda hub: hub.send_text(settled, message_id=message_id), message_id)
+        return await self._to_hub(
+            lambda hub: hub.send_text(settled, message_id=message_id, conversation_id=where), message_id
+        )
 
     async def _to_hub(self, func: Callable[[Hub], Awaitable[Any]], message_id: str) -> Any:
         """Run ``func(hub)`` on the server's loop and wait for it: the gateway's SendResult."""
@@ -175,7 +181,7 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
     ) -> Any:
         """Hermes' clarify as a ``choice`` card (``input`` without choices); the answer resolves it."""
         name, arguments = clarify_card(question, choices)
-        return self._card(name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
+        return self._card(chat_id, name, arguments, clarify_timeout(), _ClarifyAnswer(clarify_id, session_key))
 
     async def send_exec_approval(
         self,
@@ -193,24 +199,31 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
             "details": command,
             "risk": "system_permission",
         }
-        return self._card("confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
+        return self._card(chat_id, "confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
 
-    def _card(self, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
+    def _card(self, chat_id: str, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
         if not self.svc.app_connected:
             return _api.SendResult(success=False, error="no LineUp App is connected")
         call_id = codec.new_id("call")
-        if self.svc.on_hub(lambda hub: ask(hub, name, arguments, deadline, call_id, answer)) is None:
+        where = app_conversation(chat_id)
+        if self.svc.on_hub(lambda hub: ask(hub, name, arguments, deadline, call_id, answer, where)) is None:
             return _api.SendResult(success=False, error="the LineUp server is not running")
         return _api.SendResult(success=True, message_id=call_id)
 
     # App → gateway -----------------------------------------------------------------------
 
-    def deliver_text(self, text: str, sender: str, files: Sequence[StoredFile] = ()) -> bool:
-        """Thread-safe: App text (and the files sent with it) as a gateway message of the App user's session."""
-        return self.submit_text(text, sender, files) is not None
+    def deliver_text(
+        self, text: str, sender: str, files: Sequence[StoredFile] = (), conversation_id: str | None = None
+    ) -> bool:
+        """Thread-safe: App text (and the files sent with it) as a gateway message of the App user's session.
+
+        Each App conversation is a chat of its own (the default one is :data:`APP_CHAT`), so a
+        conversation started in the App is a new Hermes session.
+        """
+        return self.submit_text(text, sender, files, conversation_id) is not None
 
     def submit_text(
-        self, text: str, sender: str, files: Sequence[StoredFile] = ()
+        self, text: str, sender: str, files: Sequence[StoredFile] = (), conversation_id: str | None = None
     ) -> concurrent.futures.Future[None] | None:
         """Like :meth:`deliver_text`; the future is done once the gateway has taken the message in.
 
@@ -220,18 +233,19 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         loop = self._loop
         if loop is None or loop.is_closed() or not compat.takes_messages(self):
             return None
-        return asyncio.run_coroutine_threadsafe(self._message(text, sender, list(files)), loop)
+        message = self._message(text, sender, list(files), app_chat(conversation_id))
+        return asyncio.run_coroutine_threadsafe(message, loop)
 
-    async def _message(self, text: str, sender: str, files: list[StoredFile]) -> None:
-        """One gateway message. Files are copied where Hermes keeps platform media (``media_urls``)."""
+    async def _message(self, text: str, sender: str, files: list[StoredFile], chat_id: str = APP_CHAT) -> None:
+        """One gateway message in chat ``chat_id``; files are copied where Hermes keeps media (``media_urls``)."""
         media = [await asyncio.to_thread(_cached, file) for file in files]
         kinds = {kind for _, _, kind in media}
         message_type = _api.MessageType.TEXT
         if kinds:
             message_type = _api.MessageType.PHOTO if kinds == {"image"} else _api.MessageType.DOCUMENT
         source = self.build_source(
-            chat_id=APP_CHAT,
-            chat_name="LineUp App",
+            chat_id=chat_id,
+            chat_name="LineUp App" if chat_id == APP_CHAT else f"LineUp App ({chat_id})",
             chat_type="dm",
             user_id=APP_USER,
             user_name=sender,

@@ -36,13 +36,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..base import AgentRuntime, ToolHandler
+from ..base import AgentRuntime, Conversation, ToolHandler
 from ..service import LineUpService
 from . import compat
 from .common import (
+    APP_CONVERSATION,
     EMOJI,
     PLATFORM,
     TOOLSET,
+    app_conversation,
     clarify_answer,
     clarify_card,
     clarify_timeout,
@@ -92,8 +94,8 @@ def hermes_result(text: str) -> str:
 class Host(Protocol):
     """Where App text, the stop button and steering go for one kind of Hermes host."""
 
-    def deliver(self, text: str, sender: str) -> bool:
-        """Hand App text to the agent; False when nobody takes it."""
+    def deliver(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
+        """Hand App text (of ``conversation_id``) to the agent; False when nobody takes it."""
         ...
 
     def interrupt(self, message: str | None) -> bool:
@@ -121,10 +123,10 @@ class GatewayHost:
         """Whether the platform is connected in this process."""
         return self.adapter is not None
 
-    def deliver(self, text: str, sender: str) -> bool:
-        """A message of the App user's session."""
+    def deliver(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
+        """A message of the App user's session: the chat of its conversation."""
         adapter = self.adapter
-        return adapter is not None and bool(adapter.deliver_text(text, sender))
+        return adapter is not None and bool(adapter.deliver_text(text, sender, conversation_id=conversation_id))
 
     def interrupt(self, message: str | None) -> bool:
         """``/stop`` in the App user's session, waited for (:data:`STOP_TIMEOUT` at most)."""
@@ -163,8 +165,8 @@ class CliHost:
     def _agent(self) -> Any:
         return compat.cli_agent_running(compat.cli_of(self._context()))
 
-    def deliver(self, text: str, sender: str) -> bool:
-        """``ctx.inject_message``: the next input when idle, an interrupt with it when busy."""
+    def deliver(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
+        """``ctx.inject_message``: the next input when idle, an interrupt with it when busy (one session)."""
         return bool(self._context().inject_message(text))
 
     def interrupt(self, message: str | None) -> bool:
@@ -235,7 +237,7 @@ class AttachedAgents:
                     return agent
         return None
 
-    def deliver(self, text: str, sender: str) -> bool:
+    def deliver(self, text: str, sender: str, conversation_id: str | None = None) -> bool:
         """Interrupt the running agent with ``text``, else hand it to the idle agents' hosts."""
         agent = self.running()
         if agent is not None:
@@ -322,6 +324,9 @@ class HermesRuntime(AgentRuntime):
         self.attached = AttachedAgents()
         self.app_sessions = AppSessions()
         self._touch = threading.local()
+        self._platforms_lock = threading.Lock()
+        #: the platform of each session the hooks saw (a tool handler is not told it), newest last
+        self._platforms: OrderedDict[str, str] = OrderedDict()
         self.service = LineUpService(self, settings, registry, tools=tools, role=role or process_role)
 
     # tools -----------------------------------------------------------------------------
@@ -392,15 +397,52 @@ class HermesRuntime(AgentRuntime):
             return [self.cli, self.attached]
         return [self.attached]
 
-    def deliver_message(self, text: str, *, sender: str) -> bool:
-        """Gateway: a message of the App user's session. CLI: ``ctx.inject_message``. Else an attached agent.
+    def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
+        """Gateway: a message of the App user's session, in the chat of ``conversation_id``.
+        CLI: ``ctx.inject_message``. Else an attached agent.
 
         Text typed into the CLI makes the App take part in the CLI's session (its replies are mirrored).
         """
         host = self._hosts()[0]
         if host is self.cli:
             self.join_cli_session()
-        return host.deliver(text, sender)
+        return host.deliver(text, sender, conversation_id)
+
+    def conversation(self) -> Conversation | None:
+        """The conversation of the LineUp tool call running on this thread (its Hermes session's)."""
+        session_id, _ = _ASKING.get()
+        return self.conversation_of(session_id, None)
+
+    def conversation_of(self, session_id: str | None, platform: str | None) -> Conversation | None:
+        """The LineUp conversation of a Hermes session's events (None: the default one).
+
+        In the gateway each chat of the App (``lineup`` platform) is a conversation of its own,
+        the App chat being the default one. Elsewhere the interactive CLI's session is the default
+        conversation, titled after it; any other session (an attached agent, a session of
+        another platform that calls a LineUp tool) is ``hermes-<session id>``.
+        """
+        chat_platform, chat_id = compat.session_chat()
+        if (platform or chat_platform) == PLATFORM:
+            return Conversation(app_conversation(chat_id))
+        sid = str(session_id or "")
+        if not sid:
+            return None
+        if self.cli.active and sid == self.cli.session_id():
+            return Conversation(APP_CONVERSATION, f"Hermes CLI · {sid}")
+        self.note_platform(sid, platform)
+        with self._platforms_lock:  # the same title whoever asks (a tool handler is not told the platform)
+            where = self._platforms.get(sid) or chat_platform or self.service.role
+        return Conversation(f"hermes-{sid}", f"Hermes {where} · {sid}")
+
+    def note_platform(self, session_id: str | None, platform: str | None) -> None:
+        """Remember the platform of a session (the hooks are told it; the tool handlers are not)."""
+        if not session_id or not platform:
+            return
+        with self._platforms_lock:
+            self._platforms[session_id] = platform
+            self._platforms.move_to_end(session_id)
+            while len(self._platforms) > APP_SESSIONS_KEPT:
+                self._platforms.popitem(last=False)
 
     def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
         """Gateway: one message of the App user's session with the files as its media (images are

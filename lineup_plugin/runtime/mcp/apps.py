@@ -19,7 +19,9 @@ read with ``resources/read``: :mod:`.view`). A host that renders MCP Apps shows 
   ends with that answer and the host hands its result to the page.
 
 An answer on the phone ends the ``tools/call``: the host sends the result to the page, which
-dismisses its card. The host's answers are audited as device ``mcp-host``.
+dismisses its card. The host's answers are audited as device ``mcp-host``. When another process
+serves the App and this one forwards its calls (:mod:`lineup_plugin.runtime.forward`), the card
+is this process's forwarded call and the answer travels on its forwarding connection.
 """
 
 from __future__ import annotations
@@ -153,9 +155,11 @@ class HostCards:
                 requests = [r for r in self._requests if r.tool == tool and r.arguments == wanted]
             if any(r.live.is_set() for r in requests):
                 since = min(r.started for r in requests) - 1.0
-                call: dict[str, Any] | None = await self._on_hub(
-                    lambda hub, since=since: self._live_call(hub, tool, arguments, since)
-                )
+                call: dict[str, Any] | None
+                if self.service.serving:
+                    call = await self._on_hub(lambda hub, since=since: self._live_call(hub, tool, arguments, since))
+                else:
+                    call = self._forwarded_call(tool, arguments, since)
                 if call is not None:
                     self._remember(call["call_id"], tool)
                     return call
@@ -180,6 +184,25 @@ class HostCards:
                 payload: dict[str, Any] = request.model_dump(mode="json", by_alias=True, exclude_none=True)
                 return payload
         return None
+
+    def _forwarded_call(self, tool: str, arguments: dict[str, Any], since: float) -> dict[str, Any] | None:
+        """The newest call of ``tool`` with ``arguments`` this process forwarded (another one serves the App)."""
+        registered = self.service.registry.get(tool)
+        if registered is None:
+            return None
+        action, split = split_arguments(registered.definition, arguments)
+        wanted = _canonical(arguments)
+        found = [
+            (forwarded.started, call_id)
+            for call_id, forwarded in self.service.forwarder.open_calls().items()
+            if forwarded.name == tool and _canonical(forwarded.arguments) == wanted and forwarded.started >= since
+        ]
+        if not found:
+            return None
+        payload: dict[str, Any] = {"call_id": max(found)[1], "name": tool, "arguments": split}
+        if action is not None:
+            payload["action"] = action
+        return payload
 
     def _remember(self, call_id: str, tool: str) -> None:
         with self._lock:
@@ -209,6 +232,11 @@ class HostCards:
             answer = ToolResult(call_id=call_id, name=tool, action=action, status=status, result=result)  # type: ignore[arg-type]
             return await hub.answer_from(SURFACE, answer)
 
+        if not self.service.serving:  # our forwarded call: the serving process applies it (or refuses it)
+            answer = ToolResult(call_id=call_id, name=tool, status=status, result=result)  # type: ignore[arg-type]
+            if not self.service.forwarder.answer(call_id, answer, SURFACE):
+                raise ToolError(f"call {call_id!r} waits no more; it was answered or withdrawn")
+            return
         refused = await self._on_hub(apply)
         if refused is not None:
             raise ToolError(refused)

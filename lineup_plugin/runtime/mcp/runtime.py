@@ -136,7 +136,7 @@ class McpRuntime(AgentRuntime):
 
     # messages and runs: an MCP server has no run of its own -------------------------------
 
-    def deliver_message(self, text: str, *, sender: str) -> bool:
+    def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
         """False: MCP gives a server no way to hand the model a user message."""
         return False
 

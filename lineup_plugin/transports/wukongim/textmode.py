@@ -444,6 +444,16 @@ def _question(name: str, schema: dict[str, Any], required: bool, check: SchemaCh
     )
 
 
+def reply_text(reply: Text) -> str:
+    """An agent reply as a text client reads it: files it cannot show are named, a cut reply says so."""
+    lines = [reply.text] if reply.text else []
+    if reply.interrupted:
+        lines.append("[the reply stopped here: the agent was interrupted]")
+    for file in reply.attachments:
+        lines.append(f"[a file this chat cannot show: {file.name} ({file.mime}, {file.size:,} bytes)]")
+    return "\n".join(lines)
+
+
 def calculate(call: ToolCall) -> tuple[str, ToolResult]:
     """The calculator's card, computed here as the App computes it: what to show, and the result."""
     action, a, b = call.action, call.arguments.get("a"), call.arguments.get("b")
@@ -520,8 +530,9 @@ class TextMode:
             return self._on_call(payload)
         if isinstance(payload, ToolCancel):
             return self._on_cancel(payload)
-        if isinstance(payload, Text):
-            return [Say(payload.text)]
+        if isinstance(payload, Text):  # an agent reply (its message.delta pieces are not said: no edits here)
+            words = reply_text(payload)
+            return [Say(words)] if words else []
         if isinstance(payload, Error):
             return self._on_error(payload)
         if isinstance(payload, DeviceWelcome):

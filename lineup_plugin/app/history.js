@@ -1,0 +1,113 @@
+// The agent's history as this App follows it: the last seq seen (kept in localStorage per agent,
+// like SSE's Last-Event-ID) with what was shown up to it, so a reloaded page draws the
+// conversation at once and asks only for what it missed; which live messages are duplicates;
+// and how an answered card reads.
+
+import { STATUS_TEXT } from "./cards/card.js";
+
+const AGENT_KEY = "lineup.agent";
+const keyOf = (agentId) => `lineup.history.${agentId}`;
+/** how many shown items a page keeps for the next load (the agent keeps more: a new device gets it all) */
+export const KEPT_ITEMS = 500;
+
+export class HistoryCursor {
+  constructor() {
+    this.agentId = localStorage.getItem(AGENT_KEY) || "lineup-agent";
+    this.load();
+  }
+
+  load() {
+    let saved = {};
+    try {
+      saved = JSON.parse(localStorage.getItem(keyOf(this.agentId)) ?? "{}") ?? {};
+    } catch {
+      saved = {}; // unreadable: start over (the agent sends everything it keeps)
+    }
+    this.historyId = typeof saved.id === "string" ? saved.id : null;
+    this.items = Array.isArray(saved.items) ? saved.items : [];
+    // without what was shown, a fresh page must be sent everything again
+    this.seq = Number.isSafeInteger(saved.seq) && saved.seq >= 0 && this.items.length ? saved.seq : 0;
+  }
+
+  /** Keep one shown item (a history entry, a numbered live message, an answer given here) for the next load. */
+  remember(item) {
+    this.items.push(item);
+    if (this.items.length > KEPT_ITEMS) this.items.splice(0, this.items.length - KEPT_ITEMS);
+    this.dirty = true;
+  }
+
+  /** The agent welcomed us: its history is the one to follow (another agent: its own cursor). */
+  follow(agentId) {
+    if (!agentId || agentId === this.agentId) return;
+    this.agentId = agentId;
+    localStorage.setItem(AGENT_KEY, agentId);
+    this.load();
+  }
+
+  /** What device.hello says about the history: where to resume. */
+  hello() {
+    return this.historyId ? { last_seq: this.seq, history_id: this.historyId } : { last_seq: this.seq };
+  }
+
+  /** Whether a message numbered `seq` (or not numbered) is new to this App. */
+  fresh(seq) {
+    return !Number.isSafeInteger(seq) || seq > this.seq;
+  }
+
+  /** A numbered message or entry was shown. */
+  advance(seq) {
+    if (Number.isSafeInteger(seq) && seq > this.seq) this.seq = seq;
+    if (this.dirty) this.save();
+  }
+
+  /** The agent's history starts over for us (`reset`): forget our seq; remember its id. */
+  restart(historyId, reset) {
+    if (typeof historyId === "string" && historyId !== this.historyId) {
+      this.historyId = historyId;
+      this.save();
+    }
+    if (reset) {
+      this.seq = 0;
+      this.items = [];
+      this.save();
+    }
+  }
+
+  save() {
+    this.dirty = false;
+    for (;;) {
+      try {
+        localStorage.setItem(keyOf(this.agentId), JSON.stringify({ id: this.historyId, seq: this.seq, items: this.items }));
+        return;
+      } catch {
+        if (!this.items.length) return; // storage refused even the cursor: the next load asks for everything
+        this.items.splice(0, Math.ceil(this.items.length / 2)); // full: keep the newer half
+      }
+    }
+  }
+}
+
+/** How an ended call reads on its card when it comes back from the history. */
+export function describeEnd(result, answeredHere) {
+  const answer = result.result && typeof result.result === "object" ? result.result : {};
+  let text = STATUS_TEXT[result.status] ?? String(result.status);
+  if (result.status === "completed") {
+    if ("selected" in answer) text = `Chose: ${answer.selected}`;
+    else if (answer.approved === true) text = "Approved";
+    else if (answer.values && typeof answer.values === "object") {
+      const parts = Object.entries(answer.values).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
+      text = parts.length ? `Sent ${parts.join(", ")}` : "Sent";
+    } else if ("value" in answer) text = `Result: ${answer.value}`;
+  } else if (typeof answer.message === "string" && answer.message) {
+    text = `${text}: ${answer.message}`;
+  }
+  return text;
+}
+
+/** Who answered where, for people: "on this device" or a short form of the other device's id. */
+export function answeredWhere(deviceId, ownId) {
+  if (!deviceId) return "";
+  if (deviceId === ownId) return "Answered on this device";
+  const short = deviceId.length > 16 ? `${deviceId.slice(0, 12)}…` : deviceId;
+  return `Answered on another device (${short})`;
+}

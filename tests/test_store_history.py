@@ -1,0 +1,144 @@
+"""The history in both stores: kept in order, bounded by count and age, durable, migrated from schema 1."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_plugin.errors import StoreError
+from lineup_plugin.protocol.calls import format_timestamp
+from lineup_plugin.protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
+from lineup_plugin.protocol.messages import HistoryEntry, ToolCall
+from lineup_plugin.protocol.session import Change
+from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID, SCHEMA_VERSION, MemoryStore, SQLiteStore, Store
+
+START = 1_700_000_000.0
+EVERYTHING = float("-inf")
+
+
+def entry(seq: int, at: float, conversation_id: str = "default", text: str | None = None) -> list[Change]:
+    """The changes a session makes for one text entry: the entry and its conversation's new state."""
+    record = Record(seq, at, conversation_id, "text.out", {"text": text or f"m{seq}"})
+    return [record, SaveConversation(conversation_id, conversation_id.upper(), seq, at)]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A function that makes a store of the parametrized kind with a retention."""
+    opened: list[SQLiteStore] = []
+
+    def build(retention: Retention = DEFAULT_RETENTION) -> Store:
+        if request.param == "memory":
+            return MemoryStore(retention=retention)
+        store = SQLiteStore(tmp_path / f"s{len(opened)}.sqlite3", retention=retention)
+        opened.append(store)
+        return store
+
+    yield build
+    for store in opened:
+        store.close()
+
+
+def texts(store: Store, after: int = 0) -> list[str | None]:
+    return [e.text for e in store.history_after(after, oldest_at=EVERYTHING, limit=1000)]
+
+
+def test_entries_are_kept_in_seq_order_and_read_after_a_seq(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    for seq in range(1, 6):
+        store.apply(entry(seq, START + seq))
+
+    assert store.history_head() == 5
+    assert texts(store) == ["m1", "m2", "m3", "m4", "m5"]
+    assert texts(store, after=3) == ["m4", "m5"]
+    assert store.history_after(0, oldest_at=START + 4, limit=1000)[0].seq == 4
+    assert len(store.history_after(0, oldest_at=EVERYTHING, limit=2)) == 2
+
+
+def test_count_bound_prunes_the_oldest_and_their_conversations(make) -> None:  # type: ignore[no-untyped-def]
+    store = make(Retention(limit=3, max_age=None))
+    store.apply(entry(1, START, "cli-1"))
+    for seq in range(2, 8):
+        store.apply(entry(seq, START + seq, "default"))
+
+    assert texts(store) == ["m5", "m6", "m7"]
+    assert [c.conversation_id for c in store.conversations()] == ["default"]  # cli-1's history is gone
+
+
+def test_age_bound_prunes_what_is_older_than_max_age_from_the_newest(make) -> None:  # type: ignore[no-untyped-def]
+    store = make(Retention(limit=100, max_age=60))
+    store.apply(entry(1, START))
+    store.apply(entry(2, START + 30))
+    store.apply(entry(3, START + 100))
+
+    assert texts(store) == ["m3"]
+
+
+def test_conversations_are_listed_most_recent_first_with_titles(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    store.apply(entry(1, START, "a"))
+    store.apply(entry(2, START, "b"))
+    store.apply(entry(3, START, "a"))
+
+    assert [(c.conversation_id, c.title, c.last_seq) for c in store.conversations()] == [("a", "A", 3), ("b", "B", 2)]
+
+
+def test_a_record_is_written_as_its_wire_entry() -> None:
+    call = ToolCall(call_id="c1", name="choice", arguments={"options": ["a"]})
+    record = Record(4, START, "cli-1", "call", {"call": call, "text": None}, "c1")
+
+    assert HistoryEntry.model_validate_json(record.json()) == record.entry()
+    assert record.entry().at == format_timestamp(START)
+
+
+def test_history_id_is_one_per_store(make) -> None:  # type: ignore[no-untyped-def]
+    first, second = make(), make()
+
+    assert first.history_id() == first.history_id()
+    assert first.history_id() != second.history_id()
+
+
+def test_sqlite_history_survives_reopening_and_keeps_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    with SQLiteStore(path) as store:
+        store.apply(entry(1, START, "cli-1", "kept"))
+        history_id = store.history_id()
+
+    with SQLiteStore(path) as again:
+        assert (again.history_head(), texts(again), again.history_id()) == (1, ["kept"], history_id)
+        assert [c.title for c in again.conversations()] == ["CLI-1"]
+
+
+def test_a_batch_that_fails_keeps_none_of_its_entries(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "h.sqlite3") as store:
+        store.apply(entry(1, START))
+        bad = Record(2, START, "default", "text.out", {"text": "\ud800"})  # a lone surrogate cannot be written
+        with pytest.raises(StoreError):
+            store.apply([*entry(3, START), bad])
+        assert texts(store) == ["m1"]
+        assert store.conversations()[0].last_seq == 1
+
+
+def test_a_schema_1_file_is_migrated_with_its_calls_and_a_new_history(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    for statement in _MIGRATIONS[1]:
+        db.execute(statement)
+    db.execute(
+        "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (1, 'call.created', 'c1', NULL, 'choice')"
+    )
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+
+    with SQLiteStore(path) as store:
+        assert store.audit_log == [("call.created", "c1", None, "choice")]
+        assert (store.history_head(), store.conversations()) == (0, [])
+        store.apply(entry(1, START))
+        assert texts(store) == ["m1"]
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
