@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from lineup_plugin.hub import Hub
+from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.messages import ToolResult
+from lineup_plugin.runtime.forward import Forwarder, ForwardServer
 from lineup_plugin.runtime.loop import Runner
 from lineup_plugin.transports.direct.server import DirectServer
 
@@ -28,6 +32,7 @@ NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
 FULL = "direct, SQLite WAL synchronous=FULL"
 DEFLATE = "direct, store off, App negotiates permessage-deflate (as browsers do)"
 RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
+FORWARDED = "direct, store off, forwarded from another process's tool thread (Unix socket)"
 RELAY = "relay through the fake WuKongIM (separate process)"
 RELAY_E2E = "relay, end-to-end encrypted (paired App: X25519 + HKDF + AES-256-GCM)"
 MEMORY = "LineUp over the memory transport (in process)"
@@ -46,13 +51,30 @@ class Plan:
 
 def runner_sampler(runner: Runner) -> rigs.Sampler:
     """Round trips the way Hermes makes them: ``call_blocking`` on a worker thread."""
+    return blocking_sampler(lambda: runner.call_blocking(rigs.TOOL, rigs.ARGUMENTS))
+
+
+def forwarded_sampler(forwarder: Forwarder) -> rigs.Sampler:
+    """Round trips of a process that does not serve the App: its calls forwarded to the one that does."""
+
+    def forward() -> ToolResult:
+        call_id = codec.new_id("call")
+        return forwarder.call(
+            rigs.TOOL, rigs.ARGUMENTS, call_id=call_id, deadline=60.0, origin=None, is_interrupted=lambda: False
+        )
+
+    return blocking_sampler(forward)
+
+
+def blocking_sampler(call: Callable[[], ToolResult]) -> rigs.Sampler:
+    """Round trips of ``call`` made on a worker thread, as a runtime's tool makes them."""
 
     def blocking(budget: float, limit: int) -> list[int]:
         samples: list[int] = []
         end = time.perf_counter() + budget
         while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
             start = time.perf_counter_ns()
-            result = runner.call_blocking(rigs.TOOL, rigs.ARGUMENTS)
+            result = call()
             samples.append(time.perf_counter_ns() - start)
             if result.status != "completed":
                 raise RuntimeError(f"benchmark call ended {result.status}: {result.result}")
@@ -80,6 +102,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         runner_settings,
         rigs.new_hub().registry,
         transport=lambda hub: DirectServer.from_settings(hub, runner_settings, limits=rigs.LIMITS),
+        services=[lambda hub: ForwardServer(hub, runner_settings.data_dir)],
     )
     await asyncio.to_thread(runner.start)
     stack.push_async_callback(asyncio.to_thread, runner.stop)
@@ -112,6 +135,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         FULL: hub_sampler(full.hub),
         DEFLATE: hub_sampler(deflate.hub),
         RUNNER: runner_sampler(runner),
+        FORWARDED: forwarded_sampler(Forwarder(runner_settings.data_dir)),
         RELAY: hub_sampler(relay_hub),
         RELAY_E2E: hub_sampler(relay_e2e_hub),
         MEMORY: hub_sampler(memory_hub),
@@ -175,6 +199,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         ),
         Row(section, DEFLATE, cell(DEFLATE), f"{fmt_ratio(ratio(DEFLATE, DIRECT))} without deflate", "", ""),
         Row(section, RUNNER, cell(RUNNER), f"{fmt_ratio(ratio(RUNNER, DIRECT))} hub.call in the loop", "", ""),
+        Row(section, FORWARDED, cell(FORWARDED), f"{fmt_ratio(ratio(FORWARDED, RUNNER))} the serving process", "", ""),
         Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
         Row(section, RELAY_E2E, cell(RELAY_E2E), f"{fmt_ratio(ratio(RELAY_E2E, RELAY))} relay in clear", "", ""),
         Row(

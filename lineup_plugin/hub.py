@@ -22,10 +22,7 @@ The hub runs on one asyncio event loop.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
 import inspect
 import logging
 import time
@@ -628,7 +625,7 @@ class Hub:
             if self.media is None:
                 raise MediaError("no_media", "this agent takes no files")
             for attachment in event.attachments:
-                files.append(self._received_file(self.media, attachment))
+                files.append(self.media.received(attachment))
         except MediaError as exc:
             for peer in self.peers:
                 if peer.device_id == event.device_id:
@@ -639,21 +636,6 @@ class Hub:
         elif self.on_text is not None:
             names = ", ".join(file.name for file in files)
             await _maybe_await(self.on_text(event.device_id, f"{event.text}\n[files sent with it: {names}]"))
-
-    @staticmethod
-    def _received_file(media: MediaStore, attachment: Attachment) -> StoredFile:
-        if attachment.data is not None:
-            try:
-                data = base64.b64decode(attachment.data, validate=True)
-            except (binascii.Error, ValueError):
-                raise MediaError("upload_failed", f"{attachment.name!r} is not valid base64") from None
-            if hashlib.sha256(data).hexdigest() != attachment.id:
-                raise MediaError("upload_failed", f"{attachment.name!r} arrived damaged: its SHA-256 does not match")
-            return media.put(data, attachment.name, attachment.mime)
-        known = media.get(attachment.id)
-        if known is None:
-            raise MediaError("unknown_file", f"file {attachment.name!r} is not (or no longer) kept; send it again")
-        return known._replace(name=attachment.name)
 
     def _confirm(self, deadline: float | None) -> Confirm:
         """How an in-process tool asks the user's approval: a ``confirm`` call to the App."""

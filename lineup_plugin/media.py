@@ -63,6 +63,7 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "image/heif": lambda head: head[4:8] == b"ftyp",
 }
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_MIME = re.compile(r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]{1,100}$")
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 
 
@@ -190,6 +191,21 @@ class MediaStore:
             return None
         return StoredFile(sha256, str(meta["name"]), str(meta["mime"]), size, path)
 
+    def received(self, attachment: Attachment) -> StoredFile:
+        """The file an App's ``text`` names: one it uploaded (by ``id``), or one it carries inline (``data``)."""
+        if attachment.data is not None:
+            try:
+                data = base64.b64decode(attachment.data, validate=True)
+            except (binascii.Error, ValueError):
+                raise MediaError("upload_failed", f"{attachment.name!r} is not valid base64") from None
+            if hashlib.sha256(data).hexdigest() != attachment.id:
+                raise MediaError("upload_failed", f"{attachment.name!r} arrived damaged: its SHA-256 does not match")
+            return self.put(data, attachment.name, attachment.mime)
+        known = self.get(attachment.id)
+        if known is None:
+            raise MediaError("unknown_file", f"file {attachment.name!r} is not (or no longer) kept; send it again")
+        return known._replace(name=attachment.name)
+
     def put(self, data: bytes, name: str, mime: str, *, check: bool = True) -> StoredFile:
         """Keep ``data`` (a whole file) as ``name`` of type ``mime``.
 
@@ -199,16 +215,20 @@ class MediaStore:
         if check:
             self._admit(name, mime, len(data))
             check_content(mime, data[:16])
-        name = name if check else _safe_name(name)
+        if not check:
+            name = _safe_name(name)
+            mime = mime if _MIME.match(mime) else "application/octet-stream"
         sha256 = hashlib.sha256(data).hexdigest()
-        self.incoming.mkdir(parents=True, exist_ok=True)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
+            self.incoming.mkdir(parents=True, exist_ok=True)
             with part.open("wb") as out:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
             return self._keep(part, sha256, name, mime, len(data))
+        except OSError as exc:
+            raise _not_kept(exc) from None
         finally:
             part.unlink(missing_ok=True)
 
@@ -248,16 +268,20 @@ class MediaStore:
         if sum(1 for upload in self._uploads.values() if upload.owner is owner) >= MAX_UPLOADS_PER_LINK:
             raise MediaError("upload_failed", f"at most {MAX_UPLOADS_PER_LINK} uploads at a time")
         self._admit(begin.name, begin.mime, begin.size)
-        self.incoming.mkdir(parents=True, exist_ok=True)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
-        part.touch()
+        try:
+            self.incoming.mkdir(parents=True, exist_ok=True)
+            part.touch()
+        except OSError as exc:
+            raise _not_kept(exc) from None
         self._uploads[begin.upload_id] = _Upload(begin, owner, part, touched=self.clock())
 
     def chunk(self, owner: object, chunk: FileChunk) -> StoredFile | None:
         """The next piece of an upload: the kept file once it is complete, else None; MediaError ends it."""
         upload = self._uploads.get(chunk.upload_id)
         if upload is None or upload.owner is not owner:
-            raise MediaError("upload_failed", f"no upload {chunk.upload_id!r} is under way (send file.begin first)")
+            message = f"no upload {chunk.upload_id!r} is under way (cut off by a lost connection?): send the file again"
+            raise MediaError("upload_failed", message)
         try:
             return self._append(upload, chunk)
         except MediaError:
@@ -265,7 +289,7 @@ class MediaStore:
             raise
         except OSError as exc:
             self._discard(chunk.upload_id)
-            raise MediaError("upload_failed", f"the agent could not keep the file: {exc.strerror or exc}") from None
+            raise _not_kept(exc) from None
 
     def _append(self, upload: _Upload, chunk: FileChunk) -> StoredFile | None:
         begin = upload.begin
@@ -344,6 +368,11 @@ class MediaStore:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
+
+
+def _not_kept(exc: OSError) -> MediaError:
+    """The MediaError for a disk that refused a file (full, read-only...)."""
+    return MediaError("upload_failed", f"the agent could not keep the file: {exc.strerror or exc}")
 
 
 def _safe_name(name: str) -> str:

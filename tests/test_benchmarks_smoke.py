@@ -22,6 +22,7 @@ def expected_rows() -> list[str]:
         latency.FULL,
         latency.DEFLATE,
         latency.RUNNER,
+        latency.FORWARDED,
         latency.RELAY,
         latency.RELAY_E2E,
         latency.MEMORY,

@@ -246,6 +246,12 @@ async def test_a_file_that_is_not_a_raster_image_is_only_ever_a_download(server:
     await app.close()
 
 
+def test_an_agent_file_is_named_and_typed_safely(tmp_path: Path) -> None:
+    media = MediaStore(tmp_path, max_bytes=LIMIT, types=[], retention_days=1)
+    file = media.put(b"x", "../../report\x00.txt", "text/weird type", check=False)
+    assert (file.name, file.mime) == ("report_.txt", "application/octet-stream")
+
+
 def test_files_past_their_retention_are_deleted(tmp_path: Path) -> None:
     now = [time.time()]
     media = MediaStore(tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=1, clock=lambda: now[0])
@@ -274,3 +280,28 @@ async def test_an_upload_without_the_token_is_refused_and_nothing_is_kept(server
     assert (code, reason) == (4401, "wrong token")
     assert [message.kind for message in told] == ["error"]
     assert leftovers(server) == []
+
+
+async def test_a_large_piece_sent_the_moment_the_app_is_welcomed_is_taken(tmp_path: Path) -> None:
+    """The frame limit is raised before the welcome leaves (an App flushes its outbox on the welcome)."""
+    settings = make_settings(tmp_path, max_file_bytes=1024 * 1024)
+    hub = Hub(load_registry(load_entrypoints=False), media=MediaStore.from_settings(settings))
+    async with DirectServer.from_settings(hub, settings) as running:
+        data = os.urandom(512 * 1024)
+        app = await WsApp.connect(running)
+        await app.send(FileBegin(upload_id="u1", name="notes.txt", mime="text/plain", size=len(data)))
+        await app.send(FileChunk(upload_id="u1", seq=0, data=base64.b64encode(data).decode()))
+        stored = (await app.next("file.stored")).payload
+        assert isinstance(stored, FileStored) and stored.file.id == hashlib.sha256(data).hexdigest()
+        await app.close()
+
+
+async def test_a_disk_that_refuses_the_file_is_a_clear_error(server: DirectServer) -> None:
+    media = media_dir(server)
+    media.root.mkdir(parents=True)
+    media.incoming.write_text("not a directory")  # where uploads go cannot be written
+    app = await WsApp.connect(server)
+    error = await refused(app, {"size": 10}, [])
+    assert error.code == "upload_failed" and error.message.startswith("the agent could not keep the file:")
+    assert not media.files.exists()
+    await app.close()

@@ -7,7 +7,7 @@ import { newId } from "./envelope.js";
 /** Bytes of file per file.chunk (its base64 fits a 1 MiB WebSocket frame with the envelope). */
 export const CHUNK_BYTES = 512 * 1024;
 /** Pieces sent per second at most, so a large file never trips the agent's flood limit. */
-const PIECES_PER_SECOND = 8;
+const PIECES_PER_SECOND = 16;
 /** Types the App shows as pictures; every other file is a download. */
 const PICTURES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 

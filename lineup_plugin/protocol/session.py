@@ -712,10 +712,10 @@ class Session(Generic[L]):
         """
         conversation_id = self._conversation(conversation_id)
         message_id = message_id or codec.new_id("msg")
-        self._audit("text.out")
         settled = self.replies.settle(message_id, text)
         if settled is None:
             return message_id
+        self._audit("text.out")
         files = list(attachments)
         by_url = _by_url(files) or []
         entry = self._record(

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
@@ -557,23 +557,31 @@ class TestGatewayInTheBrowser:
         await page.get_by_label("Message to the agent").fill(text)
         await page.get_by_role("button", name="Send").click()
 
+    async def streaming(
+        self, hermes: Hermes, gateway: Gateway, browser: Browser, ask: str, *pieces: str | Gate
+    ) -> tuple[Page, Locator]:
+        """Script a streamed reply of ``pieces``, ask ``ask`` in a new App; the page, and the reply once it grows."""
+        hermes.llm.reset(stream(*pieces))
+        page = await self.open_app(browser, gateway)
+        await self.say(page, ask)
+        growing = page.locator('.msg-agent[data-state="streaming"]')  # the history shows earlier replies too
+        await expect(growing).to_have_count(1, timeout=self.SLOW)
+        message_id = await growing.get_attribute("data-message-id")
+        return page, page.locator(f'.msg-agent[data-message-id="{message_id}"]')
+
     @pytest.mark.browser
     @bounded
     async def test_a_reply_grows_in_the_app_as_the_model_writes_it_then_settles(
         self, hermes: Hermes, gateway: Gateway, browser: Browser
     ) -> None:
         held = Gate()
-        hermes.llm.reset(stream("Looking at the build log: the tests ", held, "all passed."))
-        page = await self.open_app(browser, gateway)
+        page, reply = await self.streaming(hermes, gateway, browser, "build?", "Looking at the build log: ", held, "ok")
         try:
-            await self.say(page, "how is the build?")
-            reply = page.locator(".msg-agent[data-message-id]")
-            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
             await expect(reply).to_contain_text("Looking at the build log")
             assert held.reached.is_set() and not held.is_set()  # the model is still writing
             held.set()
             await expect(reply).to_have_attribute("data-state", "settled", timeout=self.SLOW)
-            await expect(reply).to_have_text("Looking at the build log: the tests all passed.")
+            await expect(reply).to_have_text("Looking at the build log: ok")
         finally:
             held.set()
             await page.context.close()
@@ -584,16 +592,12 @@ class TestGatewayInTheBrowser:
         self, hermes: Hermes, gateway: Gateway, browser: Browser
     ) -> None:
         held = Gate()
-        hermes.llm.reset(stream("Renaming the 40 files: report-01, report-02, ", held, "and the rest."))
-        page = await self.open_app(browser, gateway)
+        page, reply = await self.streaming(hermes, gateway, browser, "rename", "Renaming: report-01, ", held, "rest")
         try:
-            await self.say(page, "rename the reports")
-            reply = page.locator(".msg-agent[data-message-id]").first  # Hermes then says it stopped
-            await expect(reply).to_have_attribute("data-state", "streaming", timeout=self.SLOW)
             await page.get_by_role("button", name="Stop").click()
             await expect(reply).to_have_attribute("data-state", "interrupted", timeout=self.SLOW)
             await expect(reply.locator(".msg-note")).to_have_text("Interrupted — the reply stopped here.")
-            await expect(reply).not_to_contain_text("and the rest.")
+            await expect(reply).not_to_contain_text("rest")
         finally:
             held.set()
             await page.context.close()

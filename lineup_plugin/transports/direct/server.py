@@ -523,6 +523,9 @@ class DirectServer:
                 log.warning("refused device %s from %s: wrong token (%d in a row)", device, address, failures)
                 return "wrong token"
             self.throttle.succeeded(address)
+            # raised here, before the welcome leaves: the App may send a large message (a file piece
+            # from its outbox) the moment it is welcomed, before this handler runs again
+            connection.protocol.max_size = self.options.max_frame_bytes
             return None
 
         async def in_turn() -> None:
