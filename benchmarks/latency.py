@@ -34,6 +34,7 @@ DEFLATE = "direct, store off, App negotiates permessage-deflate (as browsers do)
 RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
 FORWARDED = "direct, store off, forwarded from another process's tool thread (Unix socket)"
 RELAY = "relay through the fake WuKongIM (separate process)"
+RELAY_E2E = "relay, end-to-end encrypted (paired App: X25519 + HKDF + AES-256-GCM)"
 MEMORY = "LineUp over the memory transport (in process)"
 MCP_MEMORY = "MCP ctx.elicit, in-memory transport (legacy session)"
 MCP_HTTP = "MCP ctx.elicit, streamable HTTP on 127.0.0.1 (legacy session)"
@@ -112,6 +113,8 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     memory_hub = rigs.new_hub()
     await rigs.AnsweringApp(memory_hub, "memory-app").connect()
     relay_hub = await rigs.relay_hub(stack)
+    pairing_dir = data_dir / "relay-pairing"
+    relay_e2e_hub = await rigs.relay_hub(stack, pairing_dir)
     mcp_memory = await mcp_rig.in_memory(stack)
     mcp_http = await mcp_rig.streamable_http(stack)
 
@@ -134,6 +137,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         RUNNER: runner_sampler(runner),
         FORWARDED: forwarded_sampler(Forwarder(runner_settings.data_dir)),
         RELAY: hub_sampler(relay_hub),
+        RELAY_E2E: hub_sampler(relay_e2e_hub),
         MEMORY: hub_sampler(memory_hub),
         MCP_MEMORY: mcp_memory.sample,
         MCP_HTTP: mcp_http.sample,
@@ -197,6 +201,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         Row(section, RUNNER, cell(RUNNER), f"{fmt_ratio(ratio(RUNNER, DIRECT))} hub.call in the loop", "", ""),
         Row(section, FORWARDED, cell(FORWARDED), f"{fmt_ratio(ratio(FORWARDED, RUNNER))} the serving process", "", ""),
         Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
+        Row(section, RELAY_E2E, cell(RELAY_E2E), f"{fmt_ratio(ratio(RELAY_E2E, RELAY))} relay in clear", "", ""),
         Row(
             section,
             MEMORY,

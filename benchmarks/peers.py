@@ -7,7 +7,8 @@ Each child prints one JSON line when it is ready, then serves until its stdin cl
   permessage-deflate as browsers do) or ``echo:<url>:<count>`` (raw clients that send every message
   straight back: the floor).
 - ``wukongim``: the fake WuKongIM server of the test suite; prints its addresses.
-- ``relay-app WS_URL APP_UID AGENT_UID``: the App user on WuKongIM, answering every call at once.
+- ``relay-app WS_URL APP_UID AGENT_UID [PAIRING_JSON]``: the App user on WuKongIM, answering every call at
+  once (end-to-end sealed with the pairing).
 - ``mcp URL``: an MCP client (official SDK, streamable HTTP) whose elicitation callback accepts at once;
   it calls the server's ``serve`` tool, inside which the agent process times its elicitations.
 """
@@ -144,22 +145,30 @@ async def run_wukongim() -> None:
         await until_stdin_closes()
 
 
-async def run_relay_app(ws_url: str, app_uid: str, agent_uid: str) -> None:
+async def run_relay_app(ws_url: str, app_uid: str, agent_uid: str, pairing: str | None = None) -> None:
+    """The App user on WuKongIM answering every call at once; with ``pairing`` (JSON), end-to-end sealed."""
     from lineup_plugin.transports.wukongim.client import ClientOptions, Message, WuKongIMClient
+    from lineup_plugin.transports.wukongim.e2e import Channel
     from lineup_plugin.transports.wukongim.proto import ChannelType
     from lineup_plugin.transports.wukongim.relay import wrap_envelope
 
     device = {"kind": "human", "id": app_uid}
     pending: set[asyncio.Task[Any]] = set()
+    channel = None
+    if pairing is not None:
+        offer = json.loads(pairing)
+        channel = Channel.for_app(offer["secret"], offer["agent_key"], offer["id"], app_uid, agent_uid)
 
     async def on_message(message: Message) -> None:
         content = json.loads(message.payload)
-        envelope = content.get("envelope") if content.get("type") == LINEUP_CONTENT_TYPE else None
+        if content.get("type") != LINEUP_CONTENT_TYPE:
+            return
+        envelope = json.loads(channel.open(content["e2e"])) if channel else content.get("envelope")
         answer = answer_text(envelope, device) if isinstance(envelope, dict) else None
         if answer is not None:  # answer in the background: the SENDACK wait must not hold up receiving
-            task = asyncio.create_task(
-                client.send(agent_uid, ChannelType.PERSON, wrap_envelope(answer, LINEUP_CONTENT_TYPE))
-            )
+            ct = LINEUP_CONTENT_TYPE
+            payload = channel.seal(answer, ct) if channel else wrap_envelope(answer, ct)
+            task = asyncio.create_task(client.send(agent_uid, ChannelType.PERSON, payload))
             pending.add(task)
             task.add_done_callback(pending.discard)
 

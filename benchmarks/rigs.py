@@ -297,19 +297,28 @@ class AnsweringApp(MemoryApp):
 # ------------------------------------------------------------------------------ relay
 
 
-async def relay_hub(stack: AsyncExitStack) -> Hub:
-    """A hub behind the WuKongIM relay, a fake WuKongIM server and the App on it (children)."""
+async def relay_hub(stack: AsyncExitStack, pairing_dir: Path | None = None) -> Hub:
+    """A hub behind the WuKongIM relay, a fake WuKongIM server and the App on it (children).
+
+    With ``pairing_dir`` the App is paired there and every envelope is sealed end to end.
+    """
+    from lineup_plugin.transports.wukongim.pairing import Pairings
     from lineup_plugin.transports.wukongim.relay import Relay
 
     fake = await start_child(stack, "wukongim")
-    await start_child(stack, "relay-app", fake["ws_url"], "bench-app", "bench-agent")
-    hub = new_hub()
-    relay = Relay(
-        WuKongIMSettings(
-            api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app", text_cards="never"
-        ),
-        hub,
+    config = WuKongIMSettings(
+        api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app", text_cards="never"
     )
+    pairings = None
+    app_args = [fake["ws_url"], "bench-app", "bench-agent"]
+    if pairing_dir is not None:
+        pairings = Pairings(pairing_dir, config.uid, config.app_uid)
+        state, device, secret = pairings.pair_link()
+        offer = {**pairings.offer(state, device, fake["ws_url"], config.content_type), "secret": secret}
+        app_args.append(json.dumps(offer))
+    await start_child(stack, "relay-app", *app_args)
+    hub = new_hub()
+    relay = Relay(config, hub, pairings=pairings)
     task = asyncio.create_task(relay.run())
 
     async def close() -> None:

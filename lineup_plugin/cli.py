@@ -6,7 +6,10 @@
 - ``lineup mcp [--http HOST:PORT]``: an MCP server (stdio by default) whose tools are answered on
   the App, which this process serves (see :mod:`lineup_plugin.runtime.mcp`);
 - ``lineup stats [--since DURATION|ISO] [--json]``: per tool and status, counts, answer times and
-  error rates, from the store's audit log (see :mod:`lineup_plugin.stats`).
+  error rates, from the store's audit log (see :mod:`lineup_plugin.stats`);
+- ``lineup pair [--link APP_URL | --revoke]``: the relay pairing: who is paired, a link that opens
+  an exported App already paired, or revoke every pairing;
+- ``lineup app export DIR``: the App as static files for an HTTPS static host.
 
 Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
 prints what is wrong and exits with status 2; any other LineUp error exits with status 1.
@@ -56,6 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print the figures as JSON")
     stats.add_argument("--data-dir", help="where the call store is kept (default ~/.hermes/lineup)")
     stats.set_defaults(run=run_stats)
+
+    pair = commands.add_parser("pair", help="relay pairing: show who is paired, make a pairing link, or revoke")
+    action = pair.add_mutually_exclusive_group()
+    action.add_argument("--link", metavar="APP_URL", help="pair a new device: print APP_URL#pair=... (keep it secret)")
+    action.add_argument("--revoke", action="store_true", help="revoke every paired App (new App token, keys dropped)")
+    pair.add_argument("--data-dir", help="where the pairing is kept (default ~/.hermes/lineup)")
+    pair.set_defaults(run=run_pair)
+
+    app = commands.add_parser("app", help="the reference App")
+    app_commands = app.add_subparsers(dest="app_command", required=True, metavar="ACTION")
+    export = app_commands.add_parser("export", help="write the App as static files for an HTTPS static host")
+    export.add_argument("dir", help="an empty or new directory")
+    export.set_defaults(run=run_app_export)
     return parser
 
 
@@ -76,7 +92,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-
 def _stop_on_sigterm() -> None:
     """Let SIGTERM (a service manager, an MCP client stopping us) cancel the current task, like Ctrl+C.
 
@@ -86,6 +101,7 @@ def _stop_on_sigterm() -> None:
     assert main_task is not None
     if sys.platform != "win32":
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+
 
 def run_demo(args: argparse.Namespace) -> int:
     """``lineup demo``: serve until Ctrl+C."""
@@ -183,6 +199,38 @@ def run_stats(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(format_table(report))
+    return 0
+
+
+def run_pair(args: argparse.Namespace) -> int:
+    """``lineup pair``: the pairing state, a pairing link (``--link``), or revoke (``--revoke``)."""
+    from .transports.wukongim import pair_command
+
+    settings = load_settings({"data_dir": args.data_dir} if args.data_dir else {})
+    if args.revoke:
+        print(asyncio.run(pair_command.revoke(settings)))
+    elif args.link:
+        from .qr import terminal_qr
+
+        link = asyncio.run(pair_command.pair_link(settings, args.link))
+        print("Open this link on the phone (it holds the keys: never share or log it):", link, sep="\n")
+        print(terminal_qr(link))
+    else:
+        print(pair_command.pairing_status(settings))
+    return 0
+
+
+def run_app_export(args: argparse.Namespace) -> int:
+    """``lineup app export DIR``: copy the App's files; the next steps for a person."""
+    from pathlib import Path
+
+    from .transports.wukongim.pair_command import export_app
+
+    count = export_app(Path(args.dir))
+    print(
+        f"wrote {count} files to {args.dir}. Put them on any HTTPS static host, then pair a phone with "
+        "`lineup pair --link https://<that address>/` (it connects by relay)."
+    )
     return 0
 
 

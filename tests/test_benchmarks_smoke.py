@@ -24,6 +24,7 @@ def expected_rows() -> list[str]:
         latency.RUNNER,
         latency.FORWARDED,
         latency.RELAY,
+        latency.RELAY_E2E,
         latency.MEMORY,
         latency.MCP_MEMORY,
         latency.MCP_HTTP,

@@ -40,7 +40,7 @@ def test_database_lives_in_the_data_dir(tmp_path: Path) -> None:
     [
         ({"port": "http"}, {}, "lineup setting 'port': input should be a valid integer"),
         ({}, {"LINEUP_PORT": "70000"}, "lineup setting 'port': input should be less than or equal to 65535"),
-        ({"mode": "carrier-pigeon"}, {}, "lineup setting 'mode': input should be 'direct', 'relay' or 'auto'"),
+        ({"mode": "carrier-pigeon"}, {}, "lineup setting 'mode': input should be 'direct', 'relay', 'auto' or 'both'"),
         ({"token": "short"}, {}, "lineup setting 'token': string should have at least 16 characters"),
         (
             {"deadlines": {"choice": -1}},

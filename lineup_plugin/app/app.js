@@ -5,15 +5,23 @@ import { Boards } from "./canvas.js";
 import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { h } from "./dom.js";
-import { Connection } from "./connection.js";
 import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId, peer } from "./envelope.js";
 import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
-import { StatusView } from "./status.js";
 import { Uploads, readableSize } from "./files.js";
+import { Notifier } from "./notify.js";
+import { loadPairing, takePairingFromFragment } from "./pairing.js";
+import { StatusView } from "./status.js";
+import { Transport } from "./transport.js";
 
 takeTokenFromFragment(); // first of all: the token must not stay in the address bar
+let pairingProblem = "";
+try {
+  takePairingFromFragment();
+} catch (error) {
+  pairingProblem = error.message;
+}
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -37,7 +45,13 @@ const ui = {
   photo: $("photo"),
   file: $("file"),
   tray: $("tray"),
+  path: $("path"),
 };
+const PATHS = {
+  direct: ["Direct", "Connected straight to the agent on your network"],
+  relay: ["Relay", "Through the relay server, end-to-end encrypted (the agent's address cannot be reached)"],
+};
+const notifier = new Notifier($("notify"), $("notify-hint"));
 
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
@@ -159,7 +173,10 @@ const HANDLERS = {
   text: (payload) => feed.agentText({ ...payload, text: String(payload.text ?? "") }),
   "message.delta": (payload) => feed.delta({ ...payload, text: String(payload.text ?? "") }),
   "file.stored": (payload) => uploads.stored(payload),
-  "tool.call": (payload) => deck.call(payload),
+  "tool.call": (payload) => {
+    notifier.card(payload);
+    deck.call(payload);
+  },
   "tool.cancel": (payload) => deck.cancel(payload),
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
@@ -168,7 +185,7 @@ const HANDLERS = {
   },
 };
 
-const connection = new Connection({
+const connection = new Transport({
   onMessage: ({ kind, payload, envelope }) => {
     if (kind === "history") return showHistory(payload);
     if (!cursor.fresh(envelope.seq)) return; // shown already (from the history, or before a reconnect)
@@ -184,6 +201,15 @@ const connection = new Connection({
     showConnect(WRONG_TOKEN);
   },
   onUnreachable: (message) => showConnect(message),
+  onPath: (path) => {
+    ui.path.dataset.path = path;
+    [ui.path.textContent, ui.path.title] = PATHS[path];
+  },
+  onRefused: (message) => {
+    feed.message("system", message);
+    if (!connection.token) showConnect(message);
+  },
+  onPaired: () => feed.message("system", "Paired: this App will reach the agent through the relay when away from home."),
   onProblem: (message) => feed.message("system", message),
   openCalls: () => deck.openCalls(),
   resume: () => cursor.hello(),
@@ -199,6 +225,11 @@ ui.connectForm.addEventListener("submit", (event) => {
   event.preventDefault();
   const host = ui.host.value.trim() || location.host;
   const token = ui.token.value.trim();
+  if (!token && loadPairing()) {
+    showChat(); // opened away from the agent: the pairing reaches it by relay
+    connection.connectRelay();
+    return;
+  }
   if (!token) {
     showConnect("Enter the token printed by the agent.");
     return;
@@ -306,6 +337,9 @@ if (saved.token) {
   conversations.select(conversations.current);
   showChat();
   start(saved);
+} else if (loadPairing()) {
+  showChat();
+  connection.connectRelay();
 } else {
-  showConnect();
+  showConnect(pairingProblem);
 }

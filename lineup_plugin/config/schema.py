@@ -8,7 +8,7 @@ from typing import Any
 SCHEMA: dict[str, Any] = {'additionalProperties': False,
  'description': "All of LineUp's settings, with their defaults.",
  'properties': {'mode': {'default': 'auto',
-                         'enum': ['direct', 'relay', 'auto'],
+                         'enum': ['direct', 'relay', 'auto', 'both'],
                          'title': 'Mode',
                          'type': 'string'},
                 'host': {'default': '0.0.0.0', 'title': 'Host', 'type': 'string'},

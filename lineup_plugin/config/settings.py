@@ -36,6 +36,10 @@ class WuKongIMSettings(BaseModel):
     content_type: int = Field(default=9527, ge=1, le=2**31 - 1, description="custom content type of LineUp envelopes")
     protocol_version: int = Field(default=4, ge=2, le=5)
     device_flag: int = Field(default=2, ge=0, le=2)
+    e2e: bool = Field(default=True, description="seal envelopes end to end for paired App devices (see lineup pair)")
+    app_ws_url: str | None = Field(
+        default=None, description="the WebSocket address paired Apps log in to (default: ws_url, else GET /route)"
+    )
     text_cards: Literal["auto", "always", "never"] = Field(
         default="auto",
         description="cards as plain text for the App user: auto (until their client sends a LineUp envelope), "
@@ -64,7 +68,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    mode: Literal["direct", "relay", "auto"] = "auto"
+    mode: Literal["direct", "relay", "auto", "both"] = "auto"
     host: str = "0.0.0.0"
     port: int = Field(default=9527, ge=0, le=65535)
     token: str | None = Field(default=None, repr=False, min_length=16)
@@ -112,10 +116,16 @@ class Settings(BaseModel):
         return value
 
     @property
-    def effective_mode(self) -> Literal["direct", "relay"]:
-        """``auto`` resolved: relay when WuKongIM settings are present, else direct."""
+    def effective_mode(self) -> Literal["direct", "relay", "both"]:
+        """``auto`` resolved: relay when WuKongIM settings are present, else direct.
+
+        ``both``: the direct server and the relay at once (a paired App uses whichever it reaches);
+        without WuKongIM settings it is direct.
+        """
         if self.mode == "auto":
             return "relay" if self.wukongim is not None else "direct"
+        if self.mode == "both" and self.wukongim is None:
+            return "direct"
         return self.mode
 
     def describe_mode(self) -> str:
@@ -123,9 +133,11 @@ class Settings(BaseModel):
         why = f"mode: auto, {'WuKongIM settings present' if self.wukongim else 'no WuKongIM settings'}"
         if self.mode != "auto":
             why = f"mode: {self.mode}"
-        if self.effective_mode == "relay":
+        if self.effective_mode != "direct":
             assert self.wukongim is not None
             where = f"as uid {self.wukongim.uid!r} on {self.wukongim.api_url} for App user {self.wukongim.app_uid!r}"
+            if self.effective_mode == "both":
+                return f"lineup: direct and relay ({why}): App server on {self.host}:{self.port}, WuKongIM {where}"
             return f"lineup: relay mode ({why}): WuKongIM {where}"
         return f"lineup: direct mode ({why}): App server on {self.host}:{self.port}"
 

@@ -15,13 +15,23 @@ if TYPE_CHECKING:
 def transport_for(settings: Settings, hub: Hub, *, app_dir: Traversable | None = None) -> Transport:
     """The transport ``settings.effective_mode`` asks for, serving ``hub`` (not started yet).
 
-    ``app_dir`` replaces the packaged App in direct mode (tests).
+    ``app_dir`` replaces the packaged App in direct mode (tests). The relay seals envelopes for
+    the devices paired in ``settings.data_dir`` unless ``wukongim.e2e`` is off.
     """
-    if settings.effective_mode == "relay":
-        from .wukongim.relay import Relay
-
-        assert settings.wukongim is not None
-        return Relay(settings.wukongim, hub)
     from .direct.server import DirectServer
 
-    return DirectServer.from_settings(hub, settings, app_dir=app_dir)
+    mode = settings.effective_mode
+    if mode == "direct":
+        return DirectServer.from_settings(hub, settings, app_dir=app_dir)
+    from .wukongim.pairing import Pairings
+    from .wukongim.relay import Relay
+
+    wk = settings.wukongim
+    assert wk is not None
+    pairings = Pairings(settings.data_dir, wk.uid, wk.app_uid) if wk.e2e else None
+    relay = Relay(wk, hub, pairings=pairings)
+    if mode == "relay":
+        return relay
+    from .both import DirectAndRelay
+
+    return DirectAndRelay(DirectServer.from_settings(hub, settings, app_dir=app_dir), relay)

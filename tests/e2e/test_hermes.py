@@ -723,7 +723,11 @@ def test_enabled_registers_every_tool_but_opens_no_port_until_needed(tmp_path: P
     ("config", "env", "message"),
     [
         ("      deadline: soon\n", {}, "lineup setting 'deadline': input should be a valid number"),
-        ("", {"LINEUP_MODE": "carrier-pigeon"}, "lineup setting 'mode': input should be 'direct', 'relay' or 'auto'"),
+        (
+            "",
+            {"LINEUP_MODE": "carrier-pigeon"},
+            "lineup setting 'mode': input should be 'direct', 'relay', 'auto' or 'both'",
+        ),
     ],
     ids=["config.yaml", "environment"],
 )

@@ -8,6 +8,10 @@
 - ``GET /api/renderers``: ``{"renderers": {tool: path}}``, the tools that have a renderer.
 - ``GET /api/stats[?since=<seconds since the epoch>]``: the metering of the store
   (:meth:`lineup_plugin.stats.Stats.as_json`), read by this process, which holds the store.
+- ``GET /api/pair`` (when the relay runs too, see :mod:`lineup_plugin.transports.both`): pairs
+  the App for the relay. The App sends its X25519 public key as ``X-LineUp-Key``; the answer
+  (never stored by caches) is what it needs to reach the agent through WuKongIM, end-to-end
+  encrypted (:meth:`Relay.pair <lineup_plugin.transports.wukongim.relay.Relay.pair>`). No relay: 404.
 
 The ``/api/`` paths need ``Authorization: Bearer <token>`` (the App's token); a wrong token is
 answered 401 and slows that address down as a wrong hello does
@@ -21,7 +25,7 @@ import email.utils
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from ...errors import TransportError
+from ...errors import LineUpError, TransportError
 from ...hub import Hub
 from ...stats import Meter, Stats
 from ...store import SQLiteStore
@@ -46,10 +50,15 @@ SECURITY_HEADERS = (
     ("Referrer-Policy", "no-referrer"),
 )
 NO_CACHE = ("Cache-Control", "no-cache")
+NO_STORE = ("Cache-Control", "no-store")
 IMMUTABLE = ("Cache-Control", "public, max-age=31536000, immutable")
 MODULE_TYPE = "text/javascript; charset=utf-8"
 #: audit records read and counted at a time by GET /api/stats (a few ms each)
 STATS_PAGE = 2000
+
+
+#: pairs an App device for the relay from its public key (``Relay.pair``)
+PairHandler = Callable[[str], Awaitable[dict[str, Any]]]
 
 
 def response(status: HTTPStatus, body: bytes, content_type: str, *extra: tuple[str, str]) -> Response:
@@ -82,13 +91,16 @@ class HttpApi:
     """Answers the requests of the module docstring for the direct server of ``hub``.
 
     ``token()`` is the server's token (known once it started); ``throttle`` is the server's
-    wrong-token slow-down, shared with the WebSocket hellos.
+    wrong-token slow-down, shared with the WebSocket hellos. :attr:`pairing` is set when the
+    relay runs too.
     """
 
     def __init__(self, hub: Hub, token: Callable[[], str], throttle: AuthThrottle) -> None:
         self.hub = hub
         self.token = token
         self.throttle = throttle
+        #: answers ``GET /api/pair`` (:meth:`Relay.pair`); None: no relay
+        self.pairing: PairHandler | None = None
 
     def renderer(self, path: str) -> Response | None:
         """The renderer module served at ``path``, or None when no registered module has that address."""
@@ -107,7 +119,10 @@ class HttpApi:
             return json_response(HTTPStatus.OK, self.hub.registry.renderers.manifest())
         if parts.path == "/api/stats":
             return await self._stats(parts.query)
-        return problem(HTTPStatus.NOT_FOUND, f"no such endpoint {parts.path[:80]!r}; try /api/stats or /api/renderers")
+        if parts.path == "/api/pair":
+            return await self._pair(request, address)
+        known = "/api/stats, /api/renderers or /api/pair"
+        return problem(HTTPStatus.NOT_FOUND, f"no such endpoint {parts.path[:80]!r}; try {known}")
 
     async def _authenticate(self, request: Request, address: str) -> Response | None:
         given = request.headers.get("Authorization", "")
@@ -123,6 +138,16 @@ class HttpApi:
         failures = self.throttle.failures(address)
         log.warning("refused an API request from %s: wrong token (%d in a row)", address, failures)
         return problem(HTTPStatus.UNAUTHORIZED, "wrong token", ("WWW-Authenticate", 'Bearer error="invalid_token"'))
+
+    async def _pair(self, request: Request, address: str) -> Response:
+        if self.pairing is None:
+            return problem(HTTPStatus.NOT_FOUND, "no relay to pair for: set mode both and the wukongim settings")
+        try:
+            offer = await self.pairing(request.headers.get("X-LineUp-Key") or "")
+        except LineUpError as exc:
+            return problem(HTTPStatus.BAD_REQUEST, str(exc)[:500])
+        log.info("paired an App device from %s for the relay (%s)", address, offer.get("id"))
+        return response(HTTPStatus.OK, json.dumps(offer).encode(), "application/json", NO_STORE)
 
     async def _stats(self, query: str) -> Response:
         values = parse_qs(query).get("since", [])

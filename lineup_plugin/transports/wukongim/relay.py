@@ -13,6 +13,15 @@ their person channel. On the wire (the message payload, before WuKongIM encrypts
   :mod:`~lineup_plugin.transports.wukongim.textmode`);
 * anything else, and anything from another uid, is ignored.
 
+With pairing (:mod:`~lineup_plugin.transports.wukongim.pairing`; ``wukongim.e2e``, on by default
+when the relay is started from settings) every envelope travels sealed end to end instead,
+``{"type": 9527, "e2e": {...}}`` (:mod:`~lineup_plugin.transports.wukongim.e2e`): each paired App
+device is a link of its own (device ``wukongim:<uid>/<pairing id>``), attached once the agent is
+connected, whose envelopes are sealed for it alone; an envelope in clear from the App user is
+refused, and a sealed one from a revoked or unknown pairing is answered, once, with ``{"type":
+9527, "refused": {"code": "pairing_revoked" | "not_paired", "message": ...}}`` in clear, so that
+App can say why.
+
 The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
 WuKongIM login vouches for it, so it is attached without a token check once the agent is
 connected, and kept across reconnections (the IM stores and forwards; the relay's sender waits
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import secrets
@@ -43,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from lineup_plugin.errors import RelayAuthError, RelayError, TransportError
+from lineup_plugin.errors import RelayAuthError, RelayError, RelayProtocolError, TransportError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import Actor, Text
 from lineup_plugin.transports.wukongim.client import (
@@ -55,6 +65,8 @@ from lineup_plugin.transports.wukongim.client import (
 )
 from lineup_plugin.transports.wukongim.proto import MAX_REMAINING_LENGTH, ChannelType, DeviceFlag, Flags
 from lineup_plugin.transports.wukongim.textclient import TEXT_CONTENT_TYPE, TextClient, text_payload
+
+from .pairing import Pairings
 
 if TYPE_CHECKING:
     from lineup_plugin.config.settings import WuKongIMSettings
@@ -77,7 +89,15 @@ _MSG_KEY_LENGTH = 32  # md5 hex
 _AES_BLOCK = 16
 
 
-def max_envelope_text(uid: str, content_type: int) -> int:
+#: bytes a sealed envelope adds around the base64url of its ciphertext (pairing id, counter, iv, tag)
+_SEAL_OVERHEAD = 200
+#: the device flag the App's WuKongIM login uses (the JS SDK's default: web)
+APP_DEVICE_FLAG = DeviceFlag.WEB
+REVOKED = "this App's pairing was revoked on the agent: pair it again on the LAN (lineup pair)"
+NOT_PAIRED = "the agent does not know this App's pairing: pair it again on the LAN (lineup pair)"
+
+
+def max_envelope_text(uid: str, content_type: int, *, sealed: bool = False) -> int:
     """The largest envelope text, in UTF-8 bytes, that one SEND frame to ``uid`` can carry.
 
     The SEND body (at most :data:`~lineup_plugin.transports.wukongim.proto.MAX_REMAINING_LENGTH`)
@@ -88,6 +108,8 @@ def max_envelope_text(uid: str, content_type: int) -> int:
     fields = 1 + 4 + (2 + CLIENT_MSG_NO_LENGTH) + (2 + len(uid.encode())) + 1 + 4 + (2 + _MSG_KEY_LENGTH)
     base64_room = MAX_REMAINING_LENGTH - fields
     cipher_room = base64_room // 4 * 3 // _AES_BLOCK * _AES_BLOCK  # whole AES blocks that fit
+    if sealed:  # the envelope is base64url in the e2e box
+        return (cipher_room - 1 - _SEAL_OVERHEAD) // 4 * 3 - 16
     return cipher_room - 1 - len(wrap_envelope("", content_type))
 
 
@@ -181,14 +203,18 @@ class RelayLink:
     :meth:`send` queues for the relay's sender, which writes in order and waits for each
     WuKongIM send acknowledgement; an IM channel has nothing to close. :attr:`max_text` is the
     largest envelope text (UTF-8 bytes) one WuKongIM frame carries; :meth:`send` refuses more.
+    With ``pairing_id`` the link is one paired App device (device ``wukongim:<uid>/<pairing id>``):
+    what it sends is sealed for that device only, so each paired device is a device of its own
+    for the hub (first answer wins, the others are told).
     """
 
-    def __init__(self, relay: Relay, uid: str) -> None:
+    def __init__(self, relay: Relay, uid: str, pairing_id: str | None = None) -> None:
         self.relay = relay
         self.uid = uid
-        self.name = f"wukongim:{uid}"
+        self.pairing_id = pairing_id
+        self.name = f"wukongim:{uid}" if pairing_id is None else f"wukongim:{uid}/{pairing_id}"
         #: the largest envelope text, in UTF-8 bytes, that fits one WuKongIM frame
-        self.max_text: int = max_envelope_text(uid, relay.settings.content_type)
+        self.max_text: int = max_envelope_text(uid, relay.settings.content_type, sealed=relay.pairings is not None)
 
     def send(self, text: str) -> None:
         """Queue one encoded envelope for the App user.
@@ -201,7 +227,7 @@ class RelayLink:
                 f"relay to {self.uid}: message of {size} bytes is too large for one WuKongIM frame "
                 f"(at most {self.max_text} bytes of envelope JSON once encrypted into 1 MiB)"
             )
-        self.relay.enqueue(self.uid, text)
+        self.relay.enqueue(self.uid, text, self.pairing_id)
 
     def close(self, code: int, reason: str) -> None:
         """Nothing to close on an IM channel: the App user is reached again when it next speaks."""
@@ -234,9 +260,15 @@ def _log_end(task: asyncio.Task[None]) -> None:
 class Relay:
     """Bridges the hub and the App user over WuKongIM. ``await run()``; ``await close()`` to stop."""
 
-    def __init__(self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None) -> None:
+    def __init__(
+        self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None, pairings: Pairings | None = None
+    ) -> None:
         self.settings = settings
         self.hub = hub
+        #: with pairings, envelopes travel end-to-end encrypted for the paired App devices only
+        self.pairings = pairings
+        self._app_tokens: set[str] = set()  # App tokens registered with WuKongIM by this process
+        self._told: set[str] = set()  # pairing ids told they are refused
         self.link = RelayLink(self, settings.app_uid)
         #: cards as text, while the App user's client shows only text
         self.texts = TextClient(
@@ -248,7 +280,9 @@ class Relay:
             content_type=settings.content_type,
             send_text=self.send_text,
         )
-        self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(OUTBOX_LIMIT)
+        self._outbox: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue(OUTBOX_LIMIT)
+        #: one link per paired App device (with pairings), by pairing id
+        self._device_links: dict[str, RelayLink] = {}
         self.connected = asyncio.Event()
         token = settings.token or (secrets.token_urlsafe(24) if settings.manager_token else "")
         self.options = ClientOptions(
@@ -264,7 +298,7 @@ class Relay:
         )
         self._api = WuKongIMApi(self._http)
         self._token_registered = False
-        self._attached = False
+        self._attached: set[RelayLink] = set()
         self._missed = False
         # Highest sequence number received on the App's channel. Our own sends do not move it: a
         # message of the App's stored just before one of ours may not have reached us yet.
@@ -283,6 +317,8 @@ class Relay:
             await asyncio.gather(sender, return_exceptions=True)
             await self.detach()
             await self._http.aclose()
+            if self.pairings is not None:
+                self.pairings.keep_floors(now=True)
 
     async def close(self) -> None:
         """Disconnect; :meth:`run` returns."""
@@ -309,32 +345,47 @@ class Relay:
         """None: a relay App is configured with its WuKongIM account, not opened from a link."""
         return None
 
-    def enqueue(self, uid: str, text: str) -> None:
-        """Queue one encoded envelope for ``uid`` (sent in order by the relay's sender task)."""
+    def enqueue(self, uid: str, text: str, pairing_id: str | None = None) -> None:
+        """Queue one encoded envelope for ``uid`` (for its paired device ``pairing_id``); sent in order."""
         try:
-            self._outbox.put_nowait((uid, text))
+            self._outbox.put_nowait((uid, text, pairing_id))
         except asyncio.QueueFull:
             self._missed = True  # re-sync the App (live calls re-sent) once WuKongIM takes messages again
             raise TransportError(f"relay to {uid}: {OUTBOX_LIMIT} messages wait for WuKongIM") from None
 
     async def _send_queued(self) -> None:
         while True:
-            uid, text = await self._outbox.get()
+            uid, text, pairing_id = await self._outbox.get()
             try:
-                if await self.texts.wanted():  # a client that shows only text: the envelope said in words
-                    await self.texts.send(uid, text)
+                if pairing_id is None and await self.texts.wanted():  # a client that shows only text
+                    await self.texts.send(uid, text)  # the envelope said in words
                 else:
-                    await self.send_envelope(uid, text)
+                    await self.send_envelope(uid, text, pairing_id)
             except RelayError as exc:
                 log.info("relay send to %s failed: %s", uid, exc)
             except Exception:  # a bug must cost one message, never the sender (the queue would stall)
                 self._missed = True
                 log.exception("relay sender failed on a message to %s", uid)
 
-    async def send_envelope(self, uid: str, text: str) -> None:
-        """Send one encoded envelope to ``uid`` as LineUp custom content."""
+    async def send_envelope(self, uid: str, text: str, pairing_id: str | None = None) -> None:
+        """Send one encoded envelope to ``uid`` as LineUp custom content.
+
+        With pairings it is sealed for the device ``pairing_id``; nothing goes in clear (the plain
+        link of the App user gets cards in text, or nothing once a LineUp client spoke: paired
+        devices have links of their own), and a device no longer paired gets nothing.
+        """
+        content_type = self.settings.content_type
+        if self.pairings is None:
+            payloads = [wrap_envelope(text, content_type)]
+        else:
+            channel = self.pairings.channel(pairing_id) if pairing_id is not None else None
+            payloads = [channel.seal(text, content_type)] if channel is not None else []
+            self.pairings.keep_floors()
+            if not payloads:
+                log.debug("relay: no paired App device %r to send to", pairing_id)
         try:
-            await self.client.send(uid, ChannelType.PERSON, wrap_envelope(text, self.settings.content_type))
+            for payload in payloads:
+                await self.client.send(uid, ChannelType.PERSON, payload)
         except RelayError:
             self._missed = True  # re-sync the App (live calls re-sent) once we are back
             raise
@@ -363,7 +414,13 @@ class Relay:
             return
         self.connected.set()
         resync, self._missed = self._missed, False
-        await self.attach(resync=resync)
+        # With pairing, each paired device is a link of its own; the App user's plain link (a stock
+        # client answered in text) too unless text_cards is never: then, with no device paired,
+        # nobody is attached and a call fails no_app rather than wait for nobody.
+        if self.pairings is None or self.settings.text_cards != "never":
+            await self.attach(resync=resync)
+        if self.pairings is not None:
+            await self.attach_paired(resync=resync)
         await self._catch_up()
 
     def _saw(self, message_seq: int) -> None:
@@ -399,20 +456,43 @@ class Relay:
             if not more or self._last_seq == before:
                 return
 
-    async def attach(self, *, resync: bool = False) -> None:
-        """Attach the App user to the hub (the IM login vouches for it); again, re-sending live calls, on ``resync``."""
-        if self._attached:
+    async def attach(self, *, resync: bool = False, link: RelayLink | None = None) -> None:
+        """Attach the App user (or one paired device, ``link``) to the hub: the IM login vouches for
+        it; again, re-sending live calls, on ``resync``."""
+        link = link or self.link
+        if link in self._attached:
             if not resync:
                 return
-            await self.hub.disconnect(self.link)
-        self._attached = True
-        self.hub.connect(self.link, device_id=self.link.name)
+            await self.hub.disconnect(link)
+        self._attached.add(link)
+        self.hub.connect(link, device_id=link.name)
 
-    async def detach(self) -> None:
-        """Detach the App user from the hub, if attached."""
-        if self._attached:
-            self._attached = False
-            await self.hub.disconnect(self.link)
+    def device_link(self, pairing_id: str) -> RelayLink:
+        """The link of the paired device ``pairing_id``."""
+        link = self._device_links.get(pairing_id)
+        if link is None:
+            link = self._device_links[pairing_id] = RelayLink(self, self.settings.app_uid, pairing_id)
+        return link
+
+    async def attach_paired(self, *, resync: bool = False) -> None:
+        """Attach every paired device and detach the links of devices no longer paired."""
+        assert self.pairings is not None
+        paired = {channel.pairing_id for channel in self.pairings.channels()}
+        if paired:  # pairing declares a LineUp client: no card goes as text (in clear) to this user
+            self.texts.declare()
+        for pairing_id, link in list(self._device_links.items()):
+            if pairing_id not in paired:
+                await self.detach(link)
+                del self._device_links[pairing_id]
+        for pairing_id in sorted(paired):
+            await self.attach(resync=resync, link=self.device_link(pairing_id))
+
+    async def detach(self, link: RelayLink | None = None) -> None:
+        """Detach ``link`` from the hub, if attached (None: every link of the relay)."""
+        for each in [link] if link is not None else list(self._attached):
+            if each in self._attached:
+                self._attached.discard(each)
+                await self.hub.disconnect(each)
 
     # -- incoming --------------------------------------------------------------------------------
 
@@ -431,14 +511,16 @@ class Relay:
             log.warning("ignoring wukongim message %d: payload is not json", message.message_id)
             return
         kind = content.get("type") if isinstance(content, dict) else None
-        if kind == self.settings.content_type:
+        if kind == self.settings.content_type and self.pairings is not None:
+            await self._on_sealed(content.get("e2e"), message)
+        elif kind == self.settings.content_type:
             await self._on_envelope(content.get("envelope"), message)
         elif kind == TEXT_CONTENT_TYPE and isinstance(content.get("content"), str):
             await self._on_text(content["content"], message)
         else:
             log.info("ignoring wukongim message %d of content type %r", message.message_id, kind)
 
-    async def _on_envelope(self, data: Any, message: Message) -> None:
+    async def _on_envelope(self, data: Any, message: Message, link: RelayLink | None = None) -> None:
         if not isinstance(data, dict):
             log.warning("ignoring wukongim message %d: no envelope object", message.message_id)
             return
@@ -447,8 +529,80 @@ class Relay:
             log.debug("dropping re-delivered envelope %s", envelope_id)
             return
         self.texts.declare()  # the App user's client speaks LineUp: cards go as envelopes
-        await self.attach()
-        await self.hub.receive_object(self.link, data)  # a hello re-syncs the App; bad input is answered
+        link = link or self.link
+        await self.attach(link=link)
+        await self.hub.receive_object(link, data)  # a hello re-syncs the App; bad input is answered
+
+    async def _on_sealed(self, box: Any, message: Message) -> None:
+        """An envelope sealed end to end: opened with its pairing's keys, or refused (and the App told why)."""
+        assert self.pairings is not None
+        if not isinstance(box, dict):
+            log.warning(
+                "refused wukongim message %d: an envelope in clear (this agent requires e2e)", message.message_id
+            )
+            return
+        pairing_id = box.get("p")
+        channel = self.pairings.channel(pairing_id) if isinstance(pairing_id, str) else None
+        if channel is None:
+            revoked = isinstance(pairing_id, str) and self.pairings.revoked(pairing_id)
+            log.warning(
+                "refused wukongim message %d: pairing %r is %s",
+                message.message_id,
+                pairing_id,
+                "revoked" if revoked else "unknown",
+            )
+            await self._refuse(str(pairing_id), "pairing_revoked" if revoked else "not_paired")
+            await self.attach_paired()  # a revoked device is detached: its calls are not sent to nobody
+            return
+        try:
+            data = json.loads(channel.open(box))
+        except (RelayProtocolError, ValueError) as exc:
+            log.warning("refused wukongim message %d: %s", message.message_id, exc)
+            return
+        self.pairings.keep_floors()
+        await self._on_envelope(data, message, self.device_link(channel.pairing_id))
+
+    async def _refuse(self, pairing_id: str, code: str) -> None:
+        """Tell a refused App, in clear and once per process, why nothing it sends is read."""
+        if pairing_id in self._told or len(self._told) > DEDUPE_WINDOW:
+            return
+        self._told.add(pairing_id)
+        notice = {
+            "type": self.settings.content_type,
+            "refused": {
+                "code": code,
+                "pairing": pairing_id,
+                "message": REVOKED if code == "pairing_revoked" else NOT_PAIRED,
+            },
+        }
+        with contextlib.suppress(RelayError):
+            await self.client.send(self.settings.app_uid, ChannelType.PERSON, json.dumps(notice).encode())
+
+    # -- pairing ---------------------------------------------------------------------------------
+
+    async def app_ws_url(self) -> str:
+        """The WuKongIM WebSocket address the App logs in to (``app_ws_url``, ``ws_url``, else GET /route)."""
+        s = self.settings
+        if s.app_ws_url or s.ws_url:
+            return str(s.app_ws_url or s.ws_url)
+        return await self._api.route(s.app_uid, secure=s.api_url.startswith("https:"))
+
+    async def register_app_token(self, token: str) -> None:
+        """Register the App user's ``token`` with WuKongIM (needs the manager token; else nothing to do)."""
+        if self.settings.manager_token and token not in self._app_tokens:
+            await self._api.set_token(self.settings.app_uid, token, APP_DEVICE_FLAG)
+            self._app_tokens.add(token)
+
+    async def pair(self, app_key: str) -> dict[str, Any]:
+        """Pair the App device with public key ``app_key``: what it keeps to use the relay (see Pairings.offer)."""
+        if self.pairings is None:
+            raise RelayError("pairing is off (wukongim.e2e: false)")
+        state, device = self.pairings.pair(app_key)
+        await self.register_app_token(state.app_token)
+        offer = self.pairings.offer(state, device, await self.app_ws_url(), self.settings.content_type)
+        if self.connected.is_set():
+            await self.attach_paired()
+        return offer
 
     async def _on_text(self, text: str, message: Message) -> None:
         await self.attach()
