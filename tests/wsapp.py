@@ -7,7 +7,7 @@ from contextlib import suppress
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidMessage
 
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.messages import (
@@ -40,6 +40,14 @@ def encode_from(device_id: str, payload: Payload, *, id: str | None = None, conv
     return codec.encode(message)
 
 
+class _Address:
+    """Where a server listens, as :meth:`WsApp.connect` reads it (a DirectServer's ``port`` and ``token``)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+
+
 class WsApp:
     """One App device connected to a :class:`DirectServer` over a real WebSocket."""
 
@@ -65,6 +73,20 @@ class WsApp:
         if welcome:
             assert (await app.next("device.welcome")).payload.device_id == device_id  # type: ignore[union-attr]
         return app
+
+    @classmethod
+    async def reconnecting(
+        cls, port: int, token: str, *, attempts: int = 600, pace: float = 0.05, **options: Any
+    ) -> WsApp:
+        """Connect to whichever process serves 127.0.0.1:``port``, trying again while nothing does, as
+        the reference App does: not listening yet, or a server that is starting or going away."""
+        server = _Address(port, token)
+        for _ in range(attempts):
+            try:
+                return await cls.connect(server, **options)  # type: ignore[arg-type]
+            except (OSError, InvalidMessage, ConnectionClosed):
+                await asyncio.sleep(pace)  # the App's own retry pace, not a synchronisation
+        raise AssertionError(f"nothing served the App on port {port}")
 
     async def recv(self) -> Envelope:
         """The next message, whatever its kind."""

@@ -16,7 +16,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -744,12 +743,7 @@ def test_a_bad_setting_fails_the_plugin_load_with_an_error_naming_it(
 
 async def app_on(port: int) -> WsApp:
     """An App connected to the LineUp server another process opens on ``port`` (tried until it listens)."""
-    server = SimpleNamespace(port=port, token=TOKEN)
-    while True:
-        try:
-            return await WsApp.connect(server)  # type: ignore[arg-type]
-        except OSError:  # not listening yet: the process opens the port on its first LineUp call
-            await anyio.sleep(0.05)
+    return await WsApp.reconnecting(port, TOKEN, attempts=2400)
 
 
 @bounded

@@ -28,7 +28,6 @@ from typing import Any
 
 import anyio
 import pytest
-from websockets.exceptions import InvalidMessage
 
 from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from tests.fakes.llm import ScriptedLLM, Turn, call, last_user_text, say, tool_messages
@@ -120,12 +119,7 @@ async def output(running: subprocess.Popen[str]) -> str:
 
 async def app_on(port: int, open_calls: list[str] | None = None) -> WsApp:
     """The App connecting to whichever process serves ``port``, trying again while nothing listens."""
-    server = SimpleNamespace(port=port, token=TOKEN)
-    while True:
-        try:
-            return await WsApp.connect(server, open_calls=open_calls)  # type: ignore[arg-type]
-        except (OSError, InvalidMessage):  # not listening yet, or a server that is still starting
-            await anyio.sleep(0.05)  # the App's own retry pace, not a synchronisation
+    return await WsApp.reconnecting(port, TOKEN, attempts=2400, open_calls=open_calls)
 
 
 async def gone(app: WsApp) -> None:

@@ -18,7 +18,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -99,14 +98,8 @@ def owner(tmp_path: Path, port: int) -> Iterator[subprocess.Popen[str]]:
 
 
 async def connect(port: int, **options: Any) -> WsApp:
-    """The App connecting, and trying again while the port is closed (as the real App does)."""
-    server = SimpleNamespace(port=port, token=TOKEN)
-    for _ in range(400):
-        try:
-            return await WsApp.connect(server, **options)  # type: ignore[arg-type]
-        except OSError:
-            await asyncio.sleep(0.05)  # the App's own retry pace, not a synchronisation
-    raise AssertionError(f"nothing serves on port {port}")
+    """The App connecting to whichever process serves ``port`` (trying again while none does)."""
+    return await WsApp.reconnecting(port, TOKEN, **options)
 
 
 async def asked(service: LineUpService, port: int) -> tuple[WsApp, Asking, ToolCall]:
