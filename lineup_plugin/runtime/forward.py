@@ -18,6 +18,9 @@ The channel carries JSON lines, one object per line (at most :data:`MAX_LINE` by
     server → forwarder  {"op": "interrupt", "reason": "stopped by the user"}   (the App's stop)
     server → forwarder  {"op": "error", "message": "…"}                   (then it closes)
 
+A call, a status and a text may say which conversation (agent session) they belong to:
+``"conversation": {"id": "hermes-…", "title": "Hermes cli · …"}`` (see :class:`~.base.Conversation`).
+
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
@@ -55,6 +58,7 @@ from typing import Any, get_args
 
 from ..errors import HandedOverError, LineUpError
 from ..protocol.messages import AgentState, Origin, ToolResult
+from .base import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -260,11 +264,11 @@ class ForwardServer:
         if len(self.open_calls) >= MAX_FORWARDED:
             raise ValueError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
         call_id, name, arguments, deadline, origin = _call_fields(request)
+        where = await self._conversation(request)
         log.info("lineup: forwarded call %s (%s) from pid %s", call_id, name, hello.get("pid"))
         self.open_calls[call_id] = writer
-        waiting = asyncio.ensure_future(
-            self.hub.agent_call(name, arguments, call_id=call_id, deadline=deadline, origin=origin, detached=True)
-        )
+        options: dict[str, Any] = {"call_id": call_id, "deadline": deadline, "origin": origin, "detached": True}
+        waiting = asyncio.ensure_future(self.hub.agent_call(name, arguments, conversation_id=where, **options))
         try:
             result = await self._until_result(reader, call_id, waiting)
         finally:
@@ -290,20 +294,28 @@ class ForwardServer:
         if refused is not None:
             log.info("lineup: the answer to %s from %s was refused: %s", call_id, surface, refused)
 
+    async def _conversation(self, request: dict[str, Any]) -> str | None:
+        """The conversation a line names (titled on the App as it says), checked; None: the default one."""
+        conversation = conversation_of(request.get("conversation"))
+        if conversation is not None and conversation.title:
+            await self.hub.name_conversation(conversation.id, conversation.title)
+        return conversation.id if conversation is not None else None
+
     async def _notice(self, request: dict[str, Any]) -> None:
         """Another process's session status or reply, shown on the App."""
+        where = await self._conversation(request)
         if request["op"] == "text":
             text = request.get("text")
             if not isinstance(text, str) or not text:
                 raise ValueError("text: expected a non-empty string")
-            await self.hub.send_text(text)
+            await self.hub.send_text(text, conversation_id=where)
             return
         state, detail = request.get("state"), request.get("detail")
         if state not in get_args(AgentState):
             raise ValueError(f"state: expected one of {', '.join(get_args(AgentState))}")
         if detail is not None and not isinstance(detail, str):
             raise ValueError("detail: expected a string or null")
-        await self.hub.set_status(state, detail)
+        await self.hub.set_status(state, detail, conversation_id=where)
 
     async def _until_result(
         self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
@@ -340,6 +352,27 @@ class ForwardServer:
         finally:
             if reading is not None and not reading.done():
                 reading.cancel()
+
+
+def conversation_of(value: Any) -> Conversation | None:
+    """The ``conversation`` of a line, checked (ValueError naming what is wrong); None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("conversation: expected an object with an id")
+    conversation_id, title = value.get("id"), value.get("title")
+    if not isinstance(conversation_id, str) or not 0 < len(conversation_id) <= 200:
+        raise ValueError("conversation.id: expected a string of 1-200 characters")
+    if title is not None and (not isinstance(title, str) or len(title) > 200):
+        raise ValueError("conversation.title: expected a string of at most 200 characters")
+    return Conversation(conversation_id, title)
+
+
+def conversation_line(conversation: Conversation | None) -> dict[str, Any]:
+    """The ``conversation`` field of a line (none when ``conversation`` is None)."""
+    if conversation is None:
+        return {}
+    return {"conversation": {"id": conversation.id, "title": conversation.title}}
 
 
 def _call_fields(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], float | None, Origin | None]:
@@ -448,6 +481,7 @@ class Forwarder:
         heartbeat: Callable[[], None] | None = None,
         on_interrupt: Callable[[str], None] | None = None,
         poll: float = 0.25,
+        conversation: Conversation | None = None,
     ) -> ToolResult:
         """Forward the call and block until its result; raises :class:`OwnerUnreachable` to try again.
 
@@ -459,6 +493,7 @@ class Forwarder:
         request["deadline"] = max(0.0, deadline)
         if origin is not None:
             request["origin"] = origin.model_dump(mode="json", exclude_none=True)
+        request.update(conversation_line(conversation))
         with self._connect(HELLO_TIMEOUT) as sock:
             forwarded = Forwarded(name, arguments, time.time(), sock)
             try:

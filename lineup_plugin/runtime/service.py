@@ -313,14 +313,14 @@ class LineUpService:
         serves it)."""
         conversation_id = self.conversation_id(conversation)
         if self.on_hub(lambda hub: hub.set_status(state, detail, conversation_id=conversation_id)) is None:
-            self._tell_server({"op": "status", "state": state, "detail": detail})
+            self._tell_server({"op": "status", "state": state, "detail": detail}, conversation)
 
     def send_text(self, text: str, *, conversation: Conversation | None = None) -> None:
         """Send an agent message (in ``conversation``) to the App (through the serving process when another one
         serves it)."""
         conversation_id = self.conversation_id(conversation)
         if self.on_hub(lambda hub: hub.send_text(text, conversation_id=conversation_id)) is None:
-            self._tell_server({"op": "text", "text": text})
+            self._tell_server({"op": "text", "text": text}, conversation)
 
     def conversation_id(self, conversation: Conversation | None) -> str | None:
         """The id of ``conversation`` for the hub, once its title is told to the App (None: the default)."""
@@ -330,10 +330,12 @@ class LineUpService:
             self.on_hub(lambda hub: hub.name_conversation(conversation.id, conversation.title or ""))
         return conversation.id
 
-    def _tell_server(self, message: dict[str, Any]) -> None:
-        """Pass a status or reply of this process's session on to the serving process, if one serves."""
-        from .forward import platform_supported
+    def _tell_server(self, message: dict[str, Any], conversation: Conversation | None = None) -> None:
+        """Pass a status or reply of this process's session (``conversation``) on to the serving process, if one
+        serves."""
+        from .forward import conversation_line, platform_supported
 
+        message.update(conversation_line(conversation))
         if self.runner is not None or not platform_supported() or self.lock.owner() is None:
             return
         try:
@@ -437,6 +439,7 @@ class LineUpService:
                     is_interrupted=is_interrupted,
                     heartbeat=heartbeat,
                     on_interrupt=self._interrupted_by_server,
+                    conversation=conversation,
                 )
             except OwnerUnreachable as exc:
                 now = time.monotonic()

@@ -27,6 +27,7 @@ from lineup_plugin.config.settings import Settings
 from lineup_plugin.protocol.messages import AgentStop, ToolCall, ToolCancel
 from lineup_plugin.protocol.session import RESTARTED
 from lineup_plugin.runtime import forward
+from lineup_plugin.runtime.base import Conversation
 from lineup_plugin.runtime.service import STOPPED_BY_USER, LineUpService
 from lineup_plugin.store import read_call_audit
 from tests.runtime.fake_runtime import FakeRuntime
@@ -319,6 +320,8 @@ async def test_the_forwarding_socket_refuses_bad_peers_saying_why(
         ({"op": "status", "state": "idle", "detail": 5}, "detail"),
         ({"op": "text", "text": ""}, "text: expected a non-empty string"),
         ({"op": "shout"}, "expected a call, a status or a text"),
+        ({"op": "text", "text": "hi", "conversation": {"id": ""}}, "conversation.id"),
+        ({"op": "call", "call_id": "c1", "name": "choice", "conversation": "cli"}, "conversation: expected"),
     ],
     ids=[
         "empty-id",
@@ -329,6 +332,8 @@ async def test_the_forwarding_socket_refuses_bad_peers_saying_why(
         "detail-number",
         "empty-text",
         "unknown-op",
+        "empty-conversation-id",
+        "conversation-not-an-object",
     ],
 )
 async def test_a_bad_request_on_the_forwarding_socket_is_refused_naming_the_field(
@@ -382,3 +387,40 @@ async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
     await asyncio.to_thread(chat.send_text, "Deploying to staging.")
     assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
     await app.close()
+
+
+async def test_a_forwarding_process_s_session_is_a_conversation_of_its_own_on_the_app(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app = await connect(port)
+    cli = Conversation("hermes-20261201_cli", "Hermes cli · 20261201_cli")
+    await asyncio.to_thread(chat.send_text, "Drafting the notes.", conversation=cli)
+    told = await app.next("text")
+    asking = asyncio.create_task(
+        asyncio.to_thread(
+            chat.call_blocking,
+            "choice",
+            CHOICE,
+            is_interrupted=lambda: False,
+            heartbeat=lambda: None,
+            deadline=60,
+            conversation=cli,
+        )
+    )
+    card = await app.next("tool.call")
+    assert isinstance(card.payload, ToolCall)
+    await app.answer(card.payload, selected="yes", index=0)
+    result = await asyncio.wait_for(asking, 60)
+    await app.close()
+    assert (told.conversation_id, card.conversation_id) == (cli.id, cli.id)
+    assert result.status == "completed"
+    titled = app_conversations(services[0])
+    assert titled[cli.id] == cli.title
+
+
+def app_conversations(service: LineUpService) -> dict[str, str | None]:
+    """The conversations the serving process keeps, by id: their titles."""
+    assert service.runner is not None
+    session = service.runner.hub.session
+    return {info.conversation_id: info.title for info in session.conversations()}
