@@ -21,12 +21,12 @@ from playwright.async_api import async_playwright, expect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from docs.screenshots import phone_app  # noqa: E402
 from lineup_plugin import Hub  # noqa: E402
 from lineup_plugin.config.settings import Settings  # noqa: E402
 from lineup_plugin.plugins import collect_tools, get_plugin_manager  # noqa: E402
 from lineup_plugin.store import SQLiteStore  # noqa: E402
-from lineup_plugin.transports.direct.server import DirectServer  # noqa: E402
-from tests.e2e.browser import PHONE, launch  # noqa: E402
+from tests.e2e.browser import launch  # noqa: E402
 from tests.e2e.test_mcp_apps_host import host, view  # noqa: E402
 from tests.mcp.conftest import make_lineup  # noqa: E402
 from tests.mcp.test_mcp_apps import apps_client  # noqa: E402
@@ -40,13 +40,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as data, SQLiteStore(Path(data) / "lineup.sqlite3") as store:
         settings = Settings(host="127.0.0.1", port=0, token="screenshot-token-0123456789", data_dir=Path(data))
         hub = Hub(collect_tools(pm), store=store, agent_id="hermes")
-        async with DirectServer.from_settings(hub, settings) as server, async_playwright() as playwright:
-            browser = await launch(playwright)
-            context = await browser.new_context(**PHONE, color_scheme="light", reduced_motion="reduce")
-            page = await context.new_page()
-            await page.goto(server.connect_link)
-            await expect(page.locator("#link")).to_have_text("Connected")
-
+        async with phone_app(hub, settings) as page:
             await hub.send_text("Here is tomorrow's forecast for Paris: 18 °C and cloudy.")
             for city, choice in (("test", "staging"), ("staging", "production")):
                 call = asyncio.create_task(hub.call("choice", {"question": "Deploy where?", "options": [city, choice]}))
@@ -62,7 +56,6 @@ async def main() -> None:
             await expect(page.get_by_role("table", name="By device")).to_be_visible()
             await page.evaluate("document.activeElement.blur()")  # no focus ring in the picture
             await page.screenshot(path=DOCS / "tool-usage.png")
-            await browser.close()
 
 
 async def mcp_apps_card() -> None:
