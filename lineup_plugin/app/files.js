@@ -89,11 +89,14 @@ export class Uploads {
   }
 }
 
-/** Where the App can load `file` from: the agent's link, or its inline bytes (relay) as a blob. */
+/**
+ * Where the App can load `file` from: its inline bytes as a blob (the agent sends them only by
+ * relay, where its link may be out of reach: the App is away from the LAN), else the agent's link.
+ */
 function source(file) {
-  if (file.url) return file.url;
   if (file.data) return URL.createObjectURL(new Blob([fromBase64(file.data)], { type: file.mime }));
   if (file.blob) return URL.createObjectURL(file.blob);
+  if (file.url) return file.url;
   return null;
 }
 

@@ -19,6 +19,7 @@ import pytest
 
 from lineup_plugin import Hub, ToolResult, load_registry
 from lineup_plugin.config.settings import Settings
+from lineup_plugin.media import StoredFile
 from lineup_plugin.transports.direct.server import DirectServer
 
 from .browser import CHROMIUM, PHONE, launch
@@ -168,3 +169,20 @@ async def open_themed(browser: Browser, agent: Agent) -> AsyncIterator[Open]:
     yield open_page
     for context in contexts:
         await context.close()
+
+
+class FilesReceived(list[tuple[str, list[StoredFile]]]):
+    """App text with files, as the hub hands it to the runtime (``arrived`` is set at the first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = asyncio.Event()
+
+    def __call__(self, device_id: str, text: str, files: list[StoredFile]) -> None:
+        self.append((text, files))
+        self.arrived.set()
+
+    async def first(self, timeout: float = 30.0) -> tuple[str, list[StoredFile]]:
+        """The first text with files, once it has arrived."""
+        await asyncio.wait_for(self.arrived.wait(), timeout)
+        return self[0]

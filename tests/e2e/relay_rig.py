@@ -21,6 +21,7 @@ import anyio
 
 from lineup_plugin import Hub, ToolResult, load_registry
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
+from lineup_plugin.media import MediaStore
 from lineup_plugin.transports.both import DirectAndRelay
 from lineup_plugin.transports.direct.server import DirectServer
 from lineup_plugin.transports.wukongim.client import Timers
@@ -28,7 +29,7 @@ from lineup_plugin.transports.wukongim.pairing import Pairings
 from lineup_plugin.transports.wukongim.relay import Relay
 from tests.fakes.wukongim import FakeWuKongIM
 
-from .conftest import TOKEN
+from .conftest import TOKEN, FilesReceived
 
 AGENT_UID, APP_UID = "lineup-agent", "alice"
 MANAGER_TOKEN = "manager-token-for-tests"
@@ -123,7 +124,8 @@ async def relay_agent(tmp_path: Path, *, e2e: bool = True) -> AsyncIterator[Rela
         settings = Settings(
             mode="both", host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory", wukongim=wk
         )
-        hub = Hub(load_registry(load_entrypoints=False))
+        media = MediaStore.from_settings(settings)
+        hub = Hub(load_registry(load_entrypoints=False), media=media, on_files=FilesReceived())
         pairings = Pairings(tmp_path, AGENT_UID, APP_UID) if e2e else None
         both = DirectAndRelay(DirectServer.from_settings(hub, settings), Relay(wk, hub, timers=FAST, pairings=pairings))
         async with both:

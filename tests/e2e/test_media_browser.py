@@ -14,12 +14,11 @@ from playwright.async_api import Browser, Page, expect
 
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
-from lineup_plugin.media import MediaStore, StoredFile
+from lineup_plugin.media import MediaStore
 from lineup_plugin.transports.direct.server import DirectServer
-from tests.wsapp import wait_until
 
 from .browser import PHONE
-from .conftest import TOKEN
+from .conftest import TOKEN, FilesReceived
 from .test_accessibility import AXE, violations
 
 pytestmark = pytest.mark.browser
@@ -29,13 +28,6 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEklEQVR4nGP4z8CAB+GTG8HSALfKY52fTcuYAAAAAElFTkSuQmCC"
 )
 LIMIT = 256 * 1024
-
-
-class FilesReceived(list[tuple[str, list[StoredFile]]]):
-    """App text with files, as the hub hands it to the runtime."""
-
-    def __call__(self, device_id: str, text: str, files: list[StoredFile]) -> None:
-        self.append((text, files))
 
 
 @pytest.fixture
@@ -115,7 +107,7 @@ async def test_a_photo_sent_from_the_app_reaches_the_agent_whole(media_agent: Di
     await page.get_by_role("button", name="Send").click()
     received = media_agent.hub.on_files
     assert isinstance(received, FilesReceived)
-    await wait_until(lambda: received)
+    await received.first()
     text, (file,) = received[0]
     assert text == "what does this receipt say?"
     assert (file.name, file.mime) == ("receipt.png", "image/png")

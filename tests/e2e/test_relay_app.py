@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +23,10 @@ from lineup_plugin.cli import main as lineup
 from lineup_plugin.transports.wukongim.pair_command import export_app, pair_link
 
 from .browser import PHONE
+from .conftest import FilesReceived
 from .relay_rig import APP_UID, RelayAgent, StaticHost, relay_agent, serve_static
 from .test_app_browser import DEPLOY, card, wait_for_card
+from .test_media_browser import PNG
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext
@@ -396,3 +399,31 @@ async def test_a_login_the_server_keeps_refusing_in_silence_is_explained(
     await expect(page.locator("#link")).to_have_text("Reconnecting…")
     agent.im.close_before_connack = 0
     await expect(page.locator("#link")).to_have_text("Connected", timeout=20_000)
+
+
+# -- files over the relay (inline, under the size limit) -------------------------------------------
+
+
+async def test_a_photo_goes_up_and_an_image_comes_down_over_the_relay(
+    agent: RelayAgent, context: BrowserContext
+) -> None:
+    page = await paired_app(context, agent)
+    await on_relay(agent, page)
+    photo = PNG + os.urandom(20_000)
+    await page.locator("#photo").set_input_files({"name": "receipt.png", "mimeType": "image/png", "buffer": photo})
+    await expect(page.locator("#tray")).to_contain_text("receipt.png")
+    await page.get_by_label("Message to the agent").fill("what does this receipt say?")
+    await page.get_by_role("button", name="Send").click()
+    received = agent.hub.on_files
+    assert isinstance(received, FilesReceived)
+    await expect(page.locator("#tray")).to_be_hidden()
+    await received.first()
+    assert received[0][0] == "what does this receipt say?"
+    (file,) = received[0][1]
+    assert file.path.read_bytes() == photo
+    await agent.hub.send_file("Here is the chart.", PNG, "chart.png", "image/png")
+    image = page.get_by_role("img", name="chart.png")
+    await expect(image).to_be_visible()
+    assert (await image.get_attribute("src") or "").startswith("blob:")  # the inline bytes: :9527 is out of reach
+    await page.wait_for_function("img => img.complete && img.naturalWidth === 4", arg=await image.element_handle())
+    assert not any(b"receipt" in payload or b"chart.png" in payload for payload in payloads(agent))  # sealed
