@@ -9,7 +9,7 @@ import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId, peer } from "./envelope.js";
 import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
-import { Uploads, readableSize } from "./files.js";
+import { CHUNK_BYTES, RELAY_CHUNK_BYTES, Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
 import { StatusView } from "./status.js";
@@ -240,7 +240,10 @@ ui.connectForm.addEventListener("submit", (event) => {
   start({ host, token });
 });
 
-const uploads = new Uploads((kind, payload) => connection.send(kind, payload));
+const uploads = new Uploads(
+  (kind, payload) => connection.send(kind, payload),
+  () => (connection.path === "relay" ? RELAY_CHUNK_BYTES : CHUNK_BYTES),
+);
 let chosen = []; // files picked for the next message
 
 function showTray() {

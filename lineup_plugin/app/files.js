@@ -6,6 +6,12 @@ import { newId } from "./envelope.js";
 
 /** Bytes of file per file.chunk (its base64 fits a 1 MiB WebSocket frame with the envelope). */
 export const CHUNK_BYTES = 512 * 1024;
+/**
+ * The size of one piece over the relay: the official WuKongIM JS SDK turns a message's bytes into
+ * text with one `String.fromCharCode.apply` call, which overflows the stack past about 120,000
+ * bytes, and a sealed envelope is about 1.8× the piece.
+ */
+export const RELAY_CHUNK_BYTES = 32 * 1024;
 /** Pieces sent per second at most, so a large file never trips the agent's flood limit. */
 const PIECES_PER_SECOND = 16;
 /** Types the App shows as pictures; every other file is a download. */
@@ -40,7 +46,8 @@ function fromBase64(text) {
 
 /**
  * Sends files to the agent; `send(kind, payload)` is the connection's. `chunkBytes` is the size of
- * one piece: over the relay, where an envelope must fit a WuKongIM message, use 256 KiB at most.
+ * one piece, or a function asked at each upload (the path may change): over the relay, where an
+ * envelope must fit a WuKongIM message, use `RELAY_CHUNK_BYTES` at most.
  */
 export class Uploads {
   constructor(send, chunkBytes = CHUNK_BYTES) {
@@ -64,10 +71,11 @@ export class Uploads {
     const stored = new Promise((resolve, reject) => this.pending.set(uploadId, { resolve, reject }));
     this.send("file.begin", begin);
     const bytes = new Uint8Array(buffer);
-    for (let seq = 0, offset = 0; offset < bytes.length || seq === 0; seq += 1, offset += this.chunkBytes) {
+    const size = typeof this.chunkBytes === "function" ? this.chunkBytes() : this.chunkBytes;
+    for (let seq = 0, offset = 0; offset < bytes.length || seq === 0; seq += 1, offset += size) {
       if (!this.pending.has(uploadId)) break; // refused: send no more of it
       if (seq > 0 && seq % PIECES_PER_SECOND === 0) await new Promise((ok) => setTimeout(ok, 1000));
-      const piece = toBase64(bytes.subarray(offset, offset + this.chunkBytes));
+      const piece = toBase64(bytes.subarray(offset, offset + size));
       this.send("file.chunk", { upload_id: uploadId, seq, data: piece });
     }
     return stored;

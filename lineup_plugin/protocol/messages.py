@@ -63,8 +63,11 @@ MAX_SEQ = 2**53 - 1
 Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 #: how many files one ``text`` may carry
 MAX_ATTACHMENTS = 10
-#: the largest file carried inline (base64 in ``Attachment.data``), e.g. over the relay (bytes)
-INLINE_MAX = 256 * 1024
+#: the largest file carried inline (base64 in ``Attachment.data``), e.g. over the relay (bytes): the
+#: official WuKongIM JS SDK turns a message's bytes into text with one ``String.fromCharCode.apply``
+#: call, which overflows a browser's stack past about 120,000 bytes; a sealed envelope is about 1.8×
+#: the file
+INLINE_MAX = 48 * 1024
 #: the largest base64 piece of one ``file.chunk`` (characters; 512 KiB of file)
 MAX_CHUNK_CHARS = 4 * 512 * 1024 // 3 + 4
 #: the longest text of a chat message or of one delta

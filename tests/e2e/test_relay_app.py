@@ -409,7 +409,7 @@ async def test_a_photo_goes_up_and_an_image_comes_down_over_the_relay(
 ) -> None:
     page = await paired_app(context, agent)
     await on_relay(agent, page)
-    photo = PNG + os.urandom(20_000)
+    photo = PNG + os.urandom(300_000)  # pieces of 32 KiB by relay
     await page.locator("#photo").set_input_files({"name": "receipt.png", "mimeType": "image/png", "buffer": photo})
     await expect(page.locator("#tray")).to_contain_text("receipt.png")
     await page.get_by_label("Message to the agent").fill("what does this receipt say?")
@@ -421,7 +421,7 @@ async def test_a_photo_goes_up_and_an_image_comes_down_over_the_relay(
     assert received[0][0] == "what does this receipt say?"
     (file,) = received[0][1]
     assert file.path.read_bytes() == photo
-    await agent.hub.send_file("Here is the chart.", PNG, "chart.png", "image/png")
+    await agent.hub.send_file("Here is the chart.", PNG + bytes(40_000), "chart.png", "image/png")
     image = page.get_by_role("img", name="chart.png")
     await expect(image).to_be_visible()
     assert (await image.get_attribute("src") or "").startswith("blob:")  # the inline bytes: :9527 is out of reach
