@@ -1,8 +1,9 @@
 """Every example message of the two seed documents, copied verbatim (the Chinese text included).
 
 ``KIND`` says which kind a bare payload is decoded as; ``None`` marks a whole envelope.
-Sources: seeds/lineup-agents-v1-design.md (000) §4.2, §4.4–§4.6, §5.1, §5.2 and
-seeds/lineup-im-platform-plan.md (001) §4.2, §5.1, §5.2.
+Sources: the product's original design documents — the agents v1 design (seed 000) §4.2,
+§4.4–§4.6, §5.1, §5.2 and the IM platform plan (seed 001) §4.2, §5.1, §5.2 — whose examples are
+all copied here, so nothing outside this repository is needed.
 """
 
 from __future__ import annotations
