@@ -536,10 +536,13 @@ class Forwarder:
                     raise LineUpError("the serving process sent a line that is too long")
                 while b"\n" in buffer:
                     raw, _, buffer = buffer.partition(b"\n")
-                    message = _decode(raw + b"\n")
-                    op = message.get("op")
-                    if op == "result":
-                        return ToolResult.model_validate(message.get("result"))
+                    try:
+                        message = _decode(raw + b"\n")
+                        op = message.get("op")
+                        if op == "result":
+                            return ToolResult.model_validate(message.get("result"))
+                    except ValueError as exc:  # pydantic's ValidationError is one too
+                        raise LineUpError(f"the serving process sent a line that is not valid: {exc}") from None
                     if op == "interrupt" and on_interrupt is not None:
                         on_interrupt(str(message.get("reason") or ""))
                     elif op == "error":
@@ -560,5 +563,5 @@ def backoff(attempt: int) -> float:
 
 
 def platform_supported() -> bool:
-    """Whether this OS has Unix sockets for forwarding (not Windows' Python before 3.13 builds)."""
+    """Whether this OS gives forwarding what it needs: Unix sockets with file modes (not Windows)."""
     return hasattr(socket, "AF_UNIX") and sys.platform != "win32"

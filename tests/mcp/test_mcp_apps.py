@@ -100,15 +100,15 @@ def test_the_bundler_refuses_what_it_does_not_understand(tmp_path: Path) -> None
 def test_a_plugin_renderer_that_cannot_be_bundled_leaves_the_host_card_unsupported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    placeholder = "const __default = null;"  # plugin-renderer.js: no renderer, the card says unsupported
+    no_renderer = "const __default = null;"  # plugin-renderer.js: no renderer, the card says unsupported
     module = tmp_path / "fancy.js"
     module.write_text('import { helper } from "./helper.js";\nexport default { render() {} };\n')
     page = card_page("fancy", label="Fancy", renderer=read_module("fancy", module, "fancy-plugin"))
-    assert "./helper.js" not in page and placeholder in page
+    assert "./helper.js" not in page and no_renderer in page
     assert "the renderer of fancy is left out of the MCP Apps card: a renderer module imports nothing" in caplog.text
     module.write_text('export default { label: "Fancy", render(card) { card.answer("completed", {}); } };\n')
     page = card_page("fancy", label="Fancy", renderer=read_module("fancy", module, "fancy-plugin"))
-    assert 'const __default = { label: "Fancy"' in page and placeholder not in page
+    assert 'const __default = { label: "Fancy"' in page and no_renderer not in page
 
 
 async def test_the_pages_tools_answer_only_calls_shown_in_the_host(lineup: Lineup) -> None:

@@ -424,3 +424,29 @@ def app_conversations(service: LineUpService) -> dict[str, str | None]:
     assert service.runner is not None
     session = service.runner.hub.session
     return {info.conversation_id: info.title for info in session.conversations()}
+
+
+@pytest.mark.parametrize("line", [b"not json\n", b'{"op": "result", "result": {"status": "maybe"}}\n'])
+def test_a_serving_process_that_answers_nonsense_gives_a_clear_error_not_a_crash(tmp_path: Path, line: bytes) -> None:
+    from lineup_plugin.errors import LineUpError
+
+    path = forward.socket_path(tmp_path)
+    (tmp_path / forward.TOKEN_FILE).write_text("t")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen()
+
+        def answer() -> None:
+            peer, _ = server.accept()
+            with peer:
+                peer.recv(65536)
+                peer.sendall(line)
+                peer.recv(1)  # until the forwarder hangs up
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        with pytest.raises(LineUpError, match="not valid"):
+            forward.Forwarder(tmp_path).call(
+                "choice", CHOICE, call_id="c1", deadline=5, origin=None, is_interrupted=lambda: False
+            )
+        thread.join(10)
