@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArgumentsError, HandedOverError, MediaError, StoreError, TransportError
+from .errors import ArgumentsError, HandedOverError, MediaError, ProtocolError, StoreError, TransportError
 from .media import MediaStore, StoredFile
 from .protocol import codec
 from .protocol.calls import Call
@@ -521,7 +521,10 @@ class Hub:
                 self._arm_timer()
                 return await self._wait(known, owner=False)
         try:
+            codec.check_storable(arguments, "arguments")  # what the store and the Apps could not take
             tool, spec = self.registry.resolve(name, action, arguments)
+        except ProtocolError as exc:
+            return failure(call_id, name, "failed", str(exc), error="invalid_arguments")
         except ArgumentsError as exc:
             return failure(
                 call_id, name, "failed", str(exc), error="invalid_arguments", field=exc.path, expected=exc.expected

@@ -93,6 +93,35 @@ async def test_an_answer_the_store_cannot_write_is_refused_and_the_store_goes_on
         assert store.pending_calls() == []
 
 
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"question": "\ud800?", "options": ["a", "b"]}, "arguments.question: lone surrogate"),
+        ({"question": "q", "options": ["a", "b"], "extra": float("inf")}, "number out of range"),
+        ({"question": "q", "options": ["a", json.loads("[" * 40 + "]" * 40)]}, "nested deeper than 32"),
+    ],
+    ids=["lone-surrogate", "infinite", "deep"],
+)
+async def test_arguments_the_store_cannot_write_fail_the_call_and_nothing_is_kept(
+    tmp_path: Path, arguments: dict[str, Any], says: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # e.g. a model's JSON with a lone surrogate (Hermes, MCP and forwarded calls all come through here)
+    with SQLiteStore(tmp_path / "lineup.sqlite3") as store:
+        hub = Hub(load_registry(load_entrypoints=False), store=store)
+        app = MemoryApp(hub, "phone")
+        await app.connect()
+        result = await hub.call("choice", arguments)
+        assert (result.status, result.result["error"]) == ("failed", "invalid_arguments")
+        assert says in result.result["message"]
+        assert store.get_call(result.call_id) is None and store.pending_calls() == []
+        second = asyncio.create_task(hub.call("choice", CHOICE))
+        request = (await app.next("tool.call")).payload
+        assert isinstance(request, ToolCall)
+        await app.send_payload(ToolResult(call_id=request.call_id, result={"selected": "a", "index": 0}))
+        assert (await second).status == "completed"
+    assert "could not save" not in caplog.text
+
+
 @pytest.mark.parametrize("field", ["name", "reason"])
 async def test_lone_surrogates_in_names_and_reasons_are_refused(field: str) -> None:
     hub = Hub(load_registry(load_entrypoints=False))

@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from ..errors import HandedOverError, LineUpError
+from ..errors import HandedOverError, LineUpError, ProtocolError
+from ..protocol.codec import check_storable
 from ..protocol.messages import AgentState, Origin, ToolResult
 from .base import Conversation
 
@@ -125,13 +126,17 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
-    """One line as a JSON object, or ValueError saying why not."""
+    """One line as a JSON object, or ValueError saying why not (also for what the store cannot
+    write: a lone surrogate, a number out of range, nesting too deep)."""
     if not raw.endswith(b"\n"):
         raise ValueError("the line was cut off")
     try:
         obj = json.loads(raw)
+        check_storable(obj)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    except ProtocolError as exc:
+        raise ValueError(str(exc)) from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     return obj
@@ -250,7 +255,7 @@ class ForwardServer:
         token = hello.get("token")
         if hello.get("op") != "hello" or not isinstance(token, str):
             raise ValueError("say hello with the token first")
-        if not secrets.compare_digest(token.encode("utf-8", "surrogatepass"), self._token.encode()):
+        if not secrets.compare_digest(token.encode(), self._token.encode()):
             raise ValueError("wrong token: read it from the data directory's forward.token")
         request = await self._read(reader)
         if request is None:
