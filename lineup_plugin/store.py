@@ -8,6 +8,7 @@ tokens. :func:`open_store` builds the one the settings ask for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -392,7 +393,6 @@ _UPDATE_CALL = (
     "UPDATE calls SET state = ?, done = ?, result = ?, history = ?, updated_at = ? WHERE call_id = ? AND done = 0"
 )
 _INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
-_INSERT_AUDIT = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
@@ -402,9 +402,24 @@ ON CONFLICT (conversation_id) DO UPDATE SET
     title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at
 """
 _PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
-_PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE last_seq < (SELECT coalesce(min(seq), 0) FROM history)"
+#: conversations whose history is gone (at open; a conversation is listed only while it has entries)
+_PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE conversation_id NOT IN (SELECT conversation_id FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
-_READ_CONVERSATIONS = "SELECT conversation_id, title, last_seq, updated_at FROM conversations ORDER BY last_seq DESC"
+#: the conversations with entries kept: their title (written when it changes), latest seq and its time
+_READ_CONVERSATIONS = """
+SELECT h.conversation_id, c.title, max(h.seq), max(h.at) FROM history h
+LEFT JOIN conversations c ON c.conversation_id = h.conversation_id
+GROUP BY h.conversation_id ORDER BY max(h.seq) DESC
+"""
+_READ_TITLES = "SELECT conversation_id, title FROM conversations"
+#: a multi-row insert of audit records takes at most this many rows
+_AUDIT_ROWS = 64
+
+
+@functools.cache
+def _insert_audits(count: int) -> str:
+    """The insert of ``count`` audit records in one statement."""
+    return "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES " + ",".join(["(?, ?, ?, ?, ?)"] * count)
 
 
 def _over(count: int, limit: int) -> bool:
@@ -460,6 +475,8 @@ class SQLiteStore(_OneChange):
         self._written: set[str] = set()
         #: the oldest history entry kept (seq, time): the history is pruned only once it falls out
         self._oldest: tuple[int, float] | None = None
+        #: the conversations' titles as written (a conversation's row changes only with its title)
+        self._titles: dict[str, str | None] = {}
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -498,7 +515,17 @@ class SQLiteStore(_OneChange):
             raise
         self._counts = self._count(db)
         self._oldest = self._oldest_entry(db)
+        with contextlib.suppress(sqlite3.Error):
+            db.execute(_PRUNE_CONVERSATIONS)
+        self._titles = self._read_titles(db)
         return db
+
+    @staticmethod
+    def _read_titles(db: sqlite3.Connection) -> dict[str, str | None]:
+        """The title of each conversation as the file has it (a conversation row is written when its title changes)."""
+        with contextlib.suppress(sqlite3.Error):
+            return dict(db.execute(_READ_TITLES).fetchall())
+        return {}
 
     @staticmethod
     def _oldest_entry(db: sqlite3.Connection) -> tuple[int, float] | None:
@@ -588,6 +615,7 @@ class SQLiteStore(_OneChange):
     def _resync(self) -> None:
         """After a rolled-back batch: count the rows again and forget which calls were written."""
         self._written.clear()  # the next save of each call writes its whole row (an upsert)
+        self._titles = self._read_titles(self._db)
         self._oldest = self._oldest_entry(self._db)
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
@@ -600,10 +628,12 @@ class SQLiteStore(_OneChange):
 
     def _insert_audit(self, audits: list[Audit]) -> None:
         now = time.time()
-        execute = self._db.execute
+        rows: list[Any] = []
         for event, call_id, device_id, detail, at in audits:
-            at = now if at is None else at
-            execute(_INSERT_AUDIT, (at, event, call_id, device_id, self._redact(detail) if detail else detail))
+            rows += (now if at is None else at, event, call_id, device_id, self._redact(detail) if detail else detail)
+        for start in range(0, len(audits), _AUDIT_ROWS):  # one statement for the records of a batch
+            count = min(_AUDIT_ROWS, len(audits) - start)
+            self._db.execute(_insert_audits(count), rows[start * 5 : (start + count) * 5])
         self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
 
@@ -613,8 +643,11 @@ class SQLiteStore(_OneChange):
         execute = self._db.execute
         for record in records:
             execute(_INSERT_ENTRY, (record.seq, record.at, record.conversation_id, record.json()))
-        for info in conversations:
-            execute(_SAVE_CONVERSATION, info)
+        titles = self._titles
+        for info in conversations:  # written when new or retitled: the latest seq is read from the history
+            if titles.get(info.conversation_id, info) != info.title:
+                execute(_SAVE_CONVERSATION, info)
+                titles[info.conversation_id] = info.title
         if records:  # keep what the retention allows, counted from the newest entry
             newest = records[-1]
             oldest_seq, oldest_at = self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)
@@ -622,7 +655,6 @@ class SQLiteStore(_OneChange):
                 self._oldest = (records[0].seq, records[0].at)
             if self._oldest[0] < oldest_seq or self._oldest[1] < oldest_at:  # only then is anything to prune
                 execute(_PRUNE_HISTORY, (oldest_seq, oldest_at))
-                execute(_PRUNE_CONVERSATIONS)
                 self._oldest = self._oldest_entry(self._db)
 
     def history_id(self) -> str:
