@@ -90,7 +90,7 @@ class Store(Protocol):
 
 class _OneChange(ABC):
     """What both stores share: redaction of secrets, the reads of the session core made of the
-    store's own, writing what can be of a failed batch, and writing one change at a time (tests)."""
+    store's own, and writing what can be of a failed batch."""
 
     _secrets: list[str]
     #: changes told to the devices and the model but not yet written (the store failed on them)
@@ -188,21 +188,6 @@ class _OneChange(ABC):
         log.info("lineup: saved %d change(s) that had waited for the store", len(self._unwritten))
         self._unwritten.clear()
         return True
-
-    def save_call(self, call: Call) -> None:
-        """Insert or update ``call`` and commit; a call that already ended is never changed."""
-        self.apply([SaveCall(call)])
-
-    def first_seen(self, envelope_id: str) -> bool:
-        """Record ``envelope_id`` and commit; True the first time, False for a repeat."""
-        if self.was_seen(envelope_id):
-            return False
-        self.apply([SeenEnvelope(envelope_id)])
-        return True
-
-    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
-        """Append one audit record and commit."""
-        self.apply([Audit(event, call_id, device_id, detail)])
 
 
 _NOTHING = Known()
