@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from .errors import StoreBusyError, StoreError
@@ -86,6 +86,18 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the store's resources."""
+
+
+@runtime_checkable
+class AuditPages(Protocol):
+    """A store whose audit log can be read a page at a time while it serves (the durable store):
+    what ``GET /api/stats`` meters."""
+
+    def call_audit_page(
+        self, *, since: float | None = None, after: int = 0, limit: int = 5000
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Up to ``limit`` audit records about calls after position ``after``; the position to read on from."""
+        ...
 
 
 class _OneChange(ABC):
