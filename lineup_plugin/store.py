@@ -225,7 +225,7 @@ class MemoryStore(_OneChange):
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_limit = seen_limit
         self._ended_limit = ended_limit
-        self._audit: list[tuple[str, str | None, str | None, str]] = []
+        self._audit: list[Audit] = []
         self._secrets: list[str] = []
         self._unwritten: list[Change] = []
         self.retention = retention
@@ -247,9 +247,10 @@ class MemoryStore(_OneChange):
             elif isinstance(change, SaveConversation):
                 self._conversations.pop(change.conversation_id, None)
                 self._conversations[change.conversation_id] = change
+            elif change.detail and self._secrets:
+                self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
-                detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
-                self._audit.append((change.event, change.call_id, change.device_id, detail))
+                self._audit.append(change)
         if len(self._audit) > 10_000:
             del self._audit[:1000]
 
@@ -310,7 +311,7 @@ class MemoryStore(_OneChange):
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
         """The most recent audit records (at most 10,000), oldest first."""
-        return list(self._audit)
+        return [(a.event, a.call_id, a.device_id, a.detail) for a in self._audit]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -82,6 +82,10 @@ class Devices(Generic[L]):
     def __bool__(self) -> bool:
         return bool(self._attached)
 
+    def others(self, link: L | None) -> bool:
+        """Whether a device is attached on a link other than ``link``."""
+        return len(self._attached) > (link in self._attached)
+
     def state(self, link: L) -> LinkState | None:
         """The state of ``link`` if it is open."""
         return self._links.get(link)
