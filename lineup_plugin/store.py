@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import quote
 
+from pydantic_core import to_json
+
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
 from .protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
@@ -689,7 +691,7 @@ class SQLiteStore(_OneChange):
         call_id = call.call_id
         done = call.done
         result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
-        history = json.dumps([[str(state), at] for state, at in call.history])
+        history = to_json([(state.value, at) for state, at in call.history]).decode()
         if call_id in self._written:
             params: tuple[Any, ...] = (str(call.state), int(done), result, history, _updated_at(call), call_id)
             changed = self._db.execute(_UPDATE_CALL, params).rowcount
