@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import HandedOverError
 from .protocol import codec
 from .protocol.calls import Call
+from .protocol.live import INTERRUPTED
 from .protocol.messages import Actor, AgentState, AgentStatus, Attachment, Origin, Payload, ToolResult
 from .protocol.outputs import Event
 from .protocol.session import Peer, Session
@@ -23,7 +24,6 @@ from .uploads import Uploads
 if TYPE_CHECKING:
     from .ports import Link
 
-INTERRUPTED = "the agent was interrupted"
 
 
 class AgentSide:

@@ -27,9 +27,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .agent_side import INTERRUPTED, AgentSide
+from .agent_side import AgentSide
 from .errors import StoreError, TransportError
 from .media import MediaStore, StoredFile
+from .plugins import load_registry
 from .protocol.calls import Call
 from .protocol.history import DEFAULT_RETENTION, Retention
 from .protocol.messages import Envelope, Payload, ToolResult
@@ -44,7 +45,7 @@ from .protocol.outputs import (
     ToolsChanged,
 )
 from .protocol.session import ANSWERED_ELSEWHERE, Peer, Session, Verifier, closed_reason, failure
-from .store import MemoryStore, Store
+from .store import MemoryStore, Store, open_store
 from .tools.catalog import RegistryCatalog
 from .tools.registry import Registry
 from .tools.runner import AppRuns
@@ -67,7 +68,7 @@ FilesHandler = Callable[[str, str, list[StoredFile]], Awaitable[None] | None]
 StopHandler = Callable[[str], Awaitable[None] | None]
 ToolsChangedHandler = Callable[[], Awaitable[None] | None]
 
-__all__ = ["ANSWERED_ELSEWHERE", "INTERRUPTED", "Hub", "Peer", "closed_reason", "failure"]
+__all__ = ["ANSWERED_ELSEWHERE", "Hub", "Peer", "closed_reason", "failure"]
 
 
 async def _maybe_await(value: Awaitable[None] | None) -> None:
@@ -127,9 +128,6 @@ class Hub(AgentSide):
         """The hub ``settings`` describe: their store, agent id and deadlines, with ``registry``
         (default: every installed plugin's tools) and ``options`` (``on_text``, ``on_stop``,
         ``on_tools_changed``, ``conversation_id``...). Call it on the thread of the hub's event loop."""
-        from .plugins import load_registry
-        from .store import open_store
-
         return cls(
             registry if registry is not None else load_registry(), store=open_store(settings),
             media=MediaStore.from_settings(settings), agent_id=settings.agent_id, deadline=settings.deadline,

@@ -38,8 +38,6 @@ from .messages import AgentState, Origin, ToolResult
 
 #: the longest line either side sends (bytes, the newline included)
 MAX_LINE = 1_048_576
-#: why a forwarder cancels its call when its run is interrupted
-INTERRUPTED = "the agent was interrupted"
 
 _Id = Annotated[str, Field(min_length=1, max_length=200)]
 

@@ -27,6 +27,8 @@ ANSWERED_ELSEWHERE = "answered on another device"
 NO_APP = "no LineUp App is connected; ask the user to open the App"
 RESTARTED = "the agent restarted before an answer arrived; ask again"
 EXPIRED = "no answer before the deadline"
+#: why a call ends when the run that waits on it is interrupted
+INTERRUPTED = "the agent was interrupted"
 
 
 def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:

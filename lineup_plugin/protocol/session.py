@@ -117,17 +117,20 @@ __all__ = [
     "NO_APP",
     "RESTARTED",
     "AppToolCall",
+    "Applied",
     "Audit",
     "Batch",
     "Catalog",
     "Change",
     "CloseLink",
+    "DeclareTools",
     "DevicesChanged",
     "Event",
     "FileReceived",
     "Kept",
     "Known",
     "Peer",
+    "RegistryChange",
     "SaveCall",
     "SeenEnvelope",
     "Send",
@@ -137,9 +140,11 @@ __all__ = [
     "ToolsChanged",
     "Verifier",
     "Wants",
+    "WithdrawTools",
     "changes_by_kind",
     "closed_reason",
     "failure",
+    "unknown_call",
 ]
 
 
@@ -519,5 +524,3 @@ class Session(Generic[L]):
         device_id = self.devices.device_id(link) if link is not None else None
         self.out.audit(event, call_id=call_id, device_id=device_id, detail=detail)
 
-
-__all__ += ["Applied", "DeclareTools", "RegistryChange", "SeenEnvelope", "WithdrawTools", "unknown_call"]

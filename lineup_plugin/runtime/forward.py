@@ -46,7 +46,6 @@ from ..errors import HandedOverError, LineUpError, ProtocolError
 from ..ports import Link
 from ..protocol.forward import (
     FORWARDER,
-    INTERRUPTED,
     MAX_LINE,
     SERVER_HELLO,
     SERVER_REQUEST,
@@ -65,6 +64,7 @@ from ..protocol.forward import (
     encode_line,
     parse_line,
 )
+from ..protocol.live import INTERRUPTED
 from ..protocol.messages import Origin, ToolResult
 from .base import Conversation
 

@@ -46,6 +46,7 @@ from ..errors import TransportError
 from ..hub import Hub, failure
 from ..ports import Transport
 from ..protocol import codec
+from ..protocol.live import INTERRUPTED
 from ..protocol.messages import Origin, ToolResult
 from ..tools.registry import Registry
 
@@ -62,7 +63,6 @@ ServiceFactory = Callable[[Hub], AbstractAsyncContextManager[Any]]
 
 #: the name of the portal's thread
 THREAD_NAME = "lineup-hub"
-INTERRUPTED = "the agent was interrupted"
 NOT_RUNNING = "the LineUp service is not running"
 SHUTTING_DOWN = "the agent is shutting down"
 #: seconds an interrupted call may take to be cancelled on the devices before call_blocking returns anyway

@@ -450,7 +450,7 @@ class LineUpService:
                 return failure(call_id, name, "failed", str(exc), error="forward_failed")
             log.info("lineup: %s: %s; trying again", name, why)
             if is_interrupted():
-                from .loop import INTERRUPTED
+                from ..protocol.live import INTERRUPTED
 
                 return failure(call_id, name, "cancelled", INTERRUPTED)
             retry_at = policy.failed()
