@@ -49,6 +49,7 @@ from ..protocol import codec
 from ..protocol.live import INTERRUPTED
 from ..protocol.messages import Origin, ToolResult
 from ..tools.registry import Registry
+from ..transports import transport_for
 
 log = logging.getLogger(__name__)
 
@@ -370,6 +371,4 @@ def _not_running(call_id: str, name: str) -> ToolResult:
 
 
 def _transport_for(settings: Settings, hub: Hub, app_dir: Traversable | None) -> Transport:
-    from ..transports import transport_for
-
     return transport_for(settings, hub, app_dir=app_dir)

@@ -40,6 +40,7 @@ import logging
 import socket
 import sys
 from collections import deque
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -320,8 +321,6 @@ def _text(text: str) -> types.TextContent:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("lineup-plugin")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree
