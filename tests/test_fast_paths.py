@@ -15,8 +15,10 @@ decoding: ``protocol.codec.decode`` (one    ``codec._decode_steps``             
 pydantic-core validator first)                                                        too), or the same
                                                                                       ProtocolError naming the same
                                                                                       field path
-encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))``     the same text
-                                            (the model dump)
+encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))``     the same text, with the
+                                            (the model dump)                          clock's timestamp or now
+history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the       the same text, the same entry
+``Record.entry`` (model_construct)          record's fields, then dumped
 ==========================================  ========================================  ==============================
 """
 
@@ -39,6 +41,7 @@ from lineup_plugin.config.settings import validated_settings
 from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.history import Record
 from lineup_plugin.protocol.messages import (
     KINDS,
     Actor,
@@ -634,3 +637,31 @@ def test_encode_envelope_agrees_with_encoding_the_envelope(
         options: dict[str, Any] = {"sender": sender, "target": target, "conversation_id": conversation_id}
         slow = codec.encode(codec.envelope(payload, id=message_id, **options))
         assert codec.encode_envelope(payload, id=message_id, **options) == slow
+
+
+@settings(EXAMPLES, max_examples=100)
+@given(payload=PAYLOADS, sender=ACTORS, target=ACTORS, conversation_id=IDS, stamp=TIMESTAMPS.filter(bool))
+def test_encode_envelope_with_the_clocks_timestamp_agrees_with_encoding_the_envelope(
+    payload: Payload, sender: Actor, target: Actor, conversation_id: str, stamp: str
+) -> None:
+    options: dict[str, Any] = {"sender": sender, "target": target, "conversation_id": conversation_id}
+    slow = codec.encode(codec.envelope(payload, id="m1", timestamp=stamp, **options))
+    assert codec.encode_envelope(payload, id="m1", timestamp=stamp, **options) == slow
+
+
+@settings(EXAMPLES, max_examples=100)
+@given(
+    seq=st.integers(1, 2**53 - 1),
+    at=st.floats(0, 4e9),
+    conversation_id=IDS,
+    text=MAYBE,
+    call=st.none() | PAYLOAD_OF[ToolCall],
+    result=st.none() | PAYLOAD_OF[ToolResult],
+)
+def test_a_history_record_is_written_as_its_validated_entry(
+    seq: int, at: float, conversation_id: str, text: str | None, call: ToolCall | None, result: ToolResult | None
+) -> None:
+    record = Record(seq, at, conversation_id, "call.end", {"text": text, "call": call, "result": result}, "c1")
+    slow = HistoryEntry.model_validate(json.loads(record.entry().model_dump_json(exclude_none=True)))
+    assert HistoryEntry.model_validate_json(record.json()) == slow
+    assert record.json() == slow.model_dump_json(exclude_none=True)
