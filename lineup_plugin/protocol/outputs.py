@@ -218,7 +218,7 @@ class Batch(Generic[L]):
         self.ended: list[Call] = []
         #: for the runtime
         self.events: list[Event] = []
-        #: whether a call started: its deadline may be the next one (see ``Session.next_deadline``)
+        #: whether a call started: its deadline may be the next one (see ``LiveCalls.next_deadline``)
         self.new_deadline = False
 
     def __bool__(self) -> bool:
