@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from lineup_plugin.config.check import given_settings, surely_valid
 from lineup_plugin.config.schema import SCHEMA as SETTINGS_SCHEMA
-from lineup_plugin.config.settings import validated_settings
+from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT, validated_settings
 from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
@@ -402,8 +402,8 @@ def lax_forms(data: dict[str, Any]) -> list[str]:
     """The values of ``data`` the model reads in lax mode and the cheap check leaves to it.
 
     A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a float
-    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, and WuKongIM settings
-    (the cheap check's schema admits only null there).
+    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, WuKongIM and TLS settings
+    (the cheap check's schema admits only null there) and a push contact of one's own.
     """
     found = [name for name in NUMBERS if type(data.get(name)) in (bool, str)]
     found += [
@@ -418,8 +418,9 @@ def lax_forms(data: dict[str, Any]) -> list[str]:
             for key, value in deadlines.items()
             if type(value) in (bool, str) or (isinstance(value, float) and math.isnan(value))
         ]
-    if data.get("wukongim") is not None:
-        found.append("wukongim")
+    found += [name for name in ("wukongim", "tls_cert", "tls_key") if data.get(name) is not None]
+    if "push_contact" in data and data["push_contact"] != DEFAULT_PUSH_CONTACT:
+        found.append("push_contact")
     return found
 
 
