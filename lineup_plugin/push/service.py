@@ -1,0 +1,247 @@
+"""Web Push for the serving hub: the subscriptions, the rules, sealing and sending, on one loop.
+
+The hub tells :class:`PushService` what happens to cards (:meth:`~PushService.card_opened`,
+:meth:`~PushService.card_shown`, :meth:`~PushService.card_ended`) and hands it the subscriptions
+the Apps send (:meth:`~PushService.subscribe`). None of these waits or raises because of a push
+service: sending happens in the background (:class:`~lineup_plugin.push.sender.PushSender`).
+Only the serving process has a hub with devices, so the cards of every process that forwards to
+it are pushed from there.
+
+Devices are admitted by their transport: a direct device by the server's token, a relay device
+by its pairing. Each transport names the credential a device holds now
+(:attr:`PushService.credentials`); a subscription keeps the credential its device had when it
+subscribed, and a device whose credential changed (new token, revoked pairing) loses its
+subscription before the next push.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import PushError
+from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, push_request
+from .plan import SHOWN_GRACE, PushPlan
+from .sender import PushSender
+from .subscriptions import Subscriptions
+from .vapid import VapidKey
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: the prefix of the device ids the relay vouches for (``wukongim:<uid>/<pairing id>``)
+RELAY_DEVICE = "wukongim:"
+#: device id → the credential its transport admits it with now (None: not admitted any more)
+Credential = Callable[[str], "str | None"]
+
+
+def transport_of(device_id: str) -> str:
+    """``relay`` for a device the relay vouches for, else ``direct``."""
+    return "relay" if device_id.startswith(RELAY_DEVICE) else "direct"
+
+
+def token_credential(token: str) -> str:
+    """What a subscription keeps of the direct token its device was admitted with (never the token)."""
+    return "token:" + hashlib.sha256(b"lineup-push-token\0" + token.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class _Card:
+    name: str
+    arguments: dict[str, Any]
+    conversation_id: str | None
+    expires_at: float
+
+
+class PushService:
+    """Pushes waiting cards to subscribed devices (see the module docstring).
+
+    ``preview`` (the ``push_preview`` setting): a push names the tool and question; otherwise only
+    which call. ``contact``: the VAPID ``sub``. ``clock`` is seconds since the epoch and ``sleep``
+    waits (tests pass fakes); ``grace``: :data:`~lineup_plugin.push.plan.SHOWN_GRACE`.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        preview: bool = True,
+        contact: str,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        grace: float = SHOWN_GRACE,
+    ) -> None:
+        self.data_dir = data_dir
+        self.preview = preview
+        self.contact = contact
+        self.clock = clock
+        self.plan = PushPlan(grace)
+        self.subscriptions = Subscriptions.load(data_dir)
+        self.sender = PushSender(self._gone, clock=clock, sleep=sleep)
+        #: transport (``direct``, ``relay``) → the credential a device of it holds now
+        self.credentials: dict[str, Credential] = {}
+        self._vapid: VapidKey | None = None
+        self._cards: dict[str, _Card] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> PushService | None:
+        """The push service ``settings`` describe, or None when ``push`` is off."""
+        if not settings.push:
+            return None
+        return cls(settings.data_dir, preview=settings.push_preview, contact=settings.push_contact, **options)
+
+    @property
+    def vapid(self) -> VapidKey:
+        """The agent's VAPID key (made and kept on first use). PushError if it cannot be kept."""
+        if self._vapid is None:
+            self._vapid = VapidKey.load_or_create(self.data_dir)
+        return self._vapid
+
+    @property
+    def public_key(self) -> str:
+        """The key an App subscribes with (``applicationServerKey``)."""
+        return self.vapid.public_key
+
+    # --------------------------------------------------------------------------- devices
+
+    def _credential(self, device_id: str) -> str | None:
+        vouch = self.credentials.get(transport_of(device_id))
+        return vouch(device_id) if vouch is not None else ""
+
+    def subscribe(self, device_id: str, subscription: dict[str, Any] | None) -> None:
+        """``device_id`` sends its push subscription (``PushSubscription.toJSON()``; None: unsubscribe).
+
+        Raises PushError saying what is wrong with it; nothing is kept then.
+        """
+        if subscription is None:
+            if self.subscriptions.remove_device(device_id):
+                log.info("push: device %s unsubscribed", device_id)
+            return
+        keys = subscription.get("keys")
+        endpoint = subscription.get("endpoint")
+        if not isinstance(endpoint, str) or not isinstance(keys, dict):
+            raise PushError("push subscription: expected {endpoint, keys: {p256dh, auth}}")
+        p256dh, auth = keys.get("p256dh"), keys.get("auth")
+        if not isinstance(p256dh, str) or not isinstance(auth, str):
+            raise PushError("push subscription: keys.p256dh and keys.auth must be strings")
+        checked = Subscription.checked(endpoint, p256dh, auth)
+        credential = self._credential(device_id)
+        if credential is None:
+            raise PushError("push subscription: this device is not admitted any more")
+        self.vapid  # noqa: B018 - the key the App subscribed with must exist before any push
+        self.subscriptions.add(device_id, credential, checked, self.clock())
+        log.info("push: device %s subscribed (%d subscriptions)", device_id, len(self.subscriptions))
+
+    def revoke(self) -> list[str]:
+        """Drop the subscriptions of devices whose credential changed; their ids."""
+        dropped = self.subscriptions.revoke(lambda device_id, kept: self._credential(device_id) in (kept, ""))
+        for device_id in dropped:
+            log.info("push: device %s is revoked; its push subscription is dropped", device_id)
+        return dropped
+
+    def _gone(self, endpoint: str) -> None:
+        self.subscriptions.remove(endpoint)
+        self.plan.forget(endpoint)
+
+    # ----------------------------------------------------------------------------- cards
+
+    def card_opened(
+        self, call_id: str, name: str, arguments: dict[str, Any], *, expires_at: float, conversation_id: str | None
+    ) -> None:
+        """A card waits until ``expires_at``: the devices not showing it are pushed after the grace."""
+        if call_id in self._cards:
+            return
+        self._cards[call_id] = _Card(name, dict(arguments), conversation_id, expires_at)
+        self.plan.opened(call_id, self.clock())
+        self._arm()
+
+    def card_shown(self, call_id: str, device_id: str) -> None:
+        """``device_id`` shows the card ``call_id`` (it acknowledged ``waiting_user``)."""
+        self.plan.shown(call_id, device_id)
+
+    def card_ended(self, call_id: str) -> None:
+        """The card ended (answered, cancelled, expired): the notifications it caused are closed."""
+        if self._cards.pop(call_id, None) is None:
+            return
+        now = self.clock()
+        for push in self.plan.ended(call_id):
+            self._send(push.endpoint, call_id, closed_notice(call_id), "closed", now, now + CLOSE_TTL)
+
+    def tick(self) -> None:
+        """Send the card pushes that are due now (the timer calls it)."""
+        if not self.subscriptions:
+            self.plan.tick(self.clock(), {})
+            return
+        self.revoke()
+        now = self.clock()
+        targets = {entry.subscription.endpoint: set(entry.devices) for entry in self.subscriptions}
+        for push in self.plan.tick(now, targets):
+            card = self._cards.get(push.call_id)
+            if card is None or card.expires_at <= now:
+                continue
+            plaintext = card_notice(
+                push.call_id, card.name, card.arguments, conversation_id=card.conversation_id, preview=self.preview
+            )
+            self._send(push.endpoint, push.call_id, plaintext, "card", now, card.expires_at)
+
+    def _send(
+        self,
+        endpoint: str,
+        call_id: str,
+        plaintext: bytes,
+        kind: Literal["card", "closed"],
+        now: float,
+        expires_at: float,
+    ) -> None:
+        entry = self.subscriptions.entries.get(endpoint)
+        if entry is None:
+            return
+        try:
+            request = push_request(
+                entry.subscription,
+                plaintext,
+                call_id=call_id,
+                kind=kind,
+                vapid=self.vapid,
+                contact=self.contact,
+                now=now,
+                ttl=expires_at - now,
+                urgency="high" if kind == "card" else "normal",
+            )
+        except PushError as exc:  # the key cannot be kept: no push, the call goes on
+            log.warning("push: %s", exc)
+            return
+        self.sender.submit(request, expires_at)
+
+    def _arm(self) -> None:
+        due = self.plan.due()
+        if due is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(0.0, due - self.clock()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.tick()
+        except Exception:  # a push must never take the hub down
+            log.exception("push: deciding the pushes failed")
+        self._arm()
+
+    async def aclose(self) -> None:
+        """Stop the timer and the sender."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self.sender.aclose()
