@@ -69,7 +69,7 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import content_type, find_file, packaged_app
+from .static import FILE_HEADERS, content_type, find_file, packaged_app
 from .tls import certificate_names, server_context
 
 if TYPE_CHECKING:
@@ -484,7 +484,8 @@ class DirectServer:
             refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
             refused.headers.update(_SECURITY_HEADERS)
             return refused
-        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
+        headers = (("Cache-Control", "no-cache"), *FILE_HEADERS.get(node.name, ()))
+        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), *headers)
 
     # ------------------------------------------------------------------------- WebSocket
 

@@ -34,6 +34,18 @@ CONTENT_TYPES: dict[str, str] = {
 }
 
 
+#: the App's Content-Security-Policy (index.html states it in a meta tag). A service worker does not
+#: take its page's policy: ``sw.js`` is served with this one as a header, so it runs under the same rules
+APP_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'"
+)
+#: headers of particular App files, beside the content type
+FILE_HEADERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sw.js": (("Content-Security-Policy", APP_POLICY),),
+}
+
+
 def packaged_app() -> Traversable:
     """The reference App shipped inside the package (``lineup_plugin/app``)."""
     return importlib.resources.files("lineup_plugin") / "app"
