@@ -74,7 +74,7 @@ async def notifications(page: Page, count: int) -> list[dict[str, Any]]:
     """The App's notifications once there are ``count`` of them."""
     await page.wait_for_function(f"{NOTIFICATIONS}.then((shown) => shown.length === {count})")
     shown: list[dict[str, Any]] = await page.evaluate(
-        f"{NOTIFICATIONS}.then((shown) => shown.map((n) => ({{title: n.title, body: n.body, tag: n.tag, data: n.data}})))"
+        f"{NOTIFICATIONS}.then((all) => all.map((n) => ({{title: n.title, body: n.body, tag: n.tag, data: n.data}})))"
     )
     return shown
 
