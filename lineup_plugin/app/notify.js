@@ -40,6 +40,19 @@ function keyBytes(key) {
   return Uint8Array.from(text, (c) => c.charCodeAt(0));
 }
 
+function base64url(buffer) {
+  return btoa(String.fromCharCode(...new Uint8Array(buffer))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** What the agent keeps of a subscription (some Safari versions give no `toJSON`). */
+function asJson(subscription) {
+  if (typeof subscription.toJSON === "function") return subscription.toJSON();
+  return {
+    endpoint: subscription.endpoint,
+    keys: { p256dh: base64url(subscription.getKey("p256dh")), auth: base64url(subscription.getKey("auth")) },
+  };
+}
+
 function sameKey(subscription, key) {
   const held = subscription.options?.applicationServerKey;
   if (!held) return false;
@@ -66,6 +79,8 @@ export class Notifier {
     /** notifications the page showed, by call id (closed when the card ends) */
     this.shown = new Map();
     this.registration = null;
+    /** the service worker's registration once it is ready (used within a click, where awaiting would be too late) */
+    this.ready = null;
     this.wanted = CARD_FRAGMENT.exec(location.hash)?.[1];
     if (this.wanted) {
       this.wanted = decodeURIComponent(this.wanted);
@@ -86,6 +101,7 @@ export class Notifier {
     this.registration = navigator.serviceWorker
       .register("sw.js")
       .then(() => navigator.serviceWorker.ready)
+      .then((registration) => (this.ready = registration))
       .catch((error) => {
         this.problem = `Notifications with the App closed are off: the service worker could not start (${error.message}).`;
         return null;
@@ -107,10 +123,18 @@ export class Notifier {
     }
   }
 
+  /** The bell was pressed: ask for permission (Safari asks only when subscribing in the click itself). */
   async ask() {
     if (!this.supported) return;
     try {
-      await Notification.requestPermission();
+      if (this.ready && this.agentKey && !this.problem) {
+        await this.ready.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(this.agentKey) });
+      }
+    } catch {
+      // refused, or not possible here: the permission question below says the rest
+    }
+    try {
+      if (Notification.permission === "default") await Notification.requestPermission();
     } finally {
       this.refresh();
     }
@@ -139,7 +163,7 @@ export class Notifier {
         userVisibleOnly: true,
         applicationServerKey: keyBytes(this.agentKey),
       });
-      this.send("push.subscribe", { subscription: subscription.toJSON() });
+      this.send("push.subscribe", { subscription: asJson(subscription) });
     } catch (error) {
       this.once(`Notifications with the App closed are off: the browser refused to subscribe (${error.message}).`);
     }

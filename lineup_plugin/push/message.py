@@ -50,6 +50,10 @@ DEFAULT_RETRY_AFTER = 60.0
 #: the arguments that hold a card's question, in the order they are looked for
 QUESTION_KEYS = ("question", "message", "prompt", "title")
 
+#: push services whose browsers revoke a subscription after a few pushes that show no notification
+#: (Apple's: WebKit counts a push that only closes one as such): no close is sent to them
+SILENT_PUSH_PUNISHED = ("push.apple.com",)
+
 Urgency = Literal["very-low", "low", "normal", "high"]
 
 
@@ -112,6 +116,12 @@ class Subscription:
     def as_json(self) -> dict[str, Any]:
         """The subscription as ``PushSubscription.toJSON()`` writes it."""
         return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
+
+
+def closes_allowed(endpoint: str) -> bool:
+    """Whether a close (a push that shows nothing) may go to ``endpoint``'s push service."""
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return not any(host == service or host.endswith("." + service) for service in SILENT_PUSH_PUNISHED)
 
 
 @dataclass(frozen=True)

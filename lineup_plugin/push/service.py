@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import PushError
-from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, push_request
+from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
 from .plan import SHOWN_GRACE, PushPlan
 from .sender import PushSender
 from .subscriptions import Subscriptions
@@ -174,6 +174,8 @@ class PushService:
             return
         now = self.clock()
         for push in self.plan.ended(call_id):
+            if not closes_allowed(push.endpoint):
+                continue  # there the notification stays until the user clears it or opens the App
             self._send(push.endpoint, call_id, closed_notice(call_id), "closed", now, now + CLOSE_TTL)
 
     def tick(self) -> None:

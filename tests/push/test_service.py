@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lineup_plugin.errors import PushError
-from lineup_plugin.push.message import CLOSE_TTL, PADDED_SIZE, topic
+from lineup_plugin.push.message import CLOSE_TTL, PADDED_SIZE, closes_allowed, topic
 from lineup_plugin.push.service import PushService, token_credential
 from lineup_plugin.push.subscriptions import FILE_NAME, Subscriptions
 from lineup_plugin.push.vapid import JWT_LIFETIME, KEY_FILE
@@ -376,3 +376,11 @@ async def test_two_processes_making_the_key_at_once_get_the_same_key(tmp_path: P
         *(asyncio.to_thread(lambda: PushService(tmp_path, contact=CONTACT).public_key) for _ in range(8))
     )
     assert len(set(keys)) == 1
+
+
+def test_no_close_goes_to_apples_push_service() -> None:
+    # WebKit revokes a subscription after three pushes that show no notification: a close would count
+    assert not closes_allowed("https://web.push.apple.com/QF8w7V0M5Z3")
+    assert closes_allowed("https://fcm.googleapis.com/fcm/send/abc")
+    assert closes_allowed("https://updates.push.services.mozilla.com/wpush/v2/abc")
+    assert closes_allowed("https://push.apple.com.example/x")
