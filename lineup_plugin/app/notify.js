@@ -14,7 +14,6 @@ const TITLES = {
   input: "The agent needs some details",
 };
 const TOLD_KEY = "lineup.push.told";
-const CARD_FRAGMENT = /^#card=(.+)$/;
 
 /** Why Web Push cannot reach this App here, or "" when it can. */
 export function pushProblem(env = globalThis) {
@@ -81,11 +80,9 @@ export class Notifier {
     this.registration = null;
     /** the service worker's registration once it is ready (used within a click, where awaiting would be too late) */
     this.ready = null;
-    this.wanted = CARD_FRAGMENT.exec(location.hash)?.[1];
-    if (this.wanted) {
-      this.wanted = decodeURIComponent(this.wanted);
-      history.replaceState(history.state, "", location.pathname + location.search);
-    }
+    /** the card a notification asked to open (``#card=<call id>``, from sw.js), until it is shown */
+    this.wanted = new URLSearchParams(location.hash.replace(/^#/, "")).get("card");
+    if (this.wanted) history.replaceState(history.state, "", location.pathname + location.search);
     button.addEventListener("click", () => this.ask());
     if (!this.problem) this.register();
     this.refresh();
