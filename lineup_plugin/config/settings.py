@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
+from ..push.services import PUSH_SERVICES
 from .check import default_data_dir, given_settings
 
 
@@ -117,6 +118,8 @@ class Settings(BaseModel):
     push_preview: bool = True
     #: the contact a push service may reach the agent's owner at (the VAPID ``sub``: mailto: or https:)
     push_contact: str = DEFAULT_PUSH_CONTACT
+    #: the push services an App's subscription may name (a host, or a domain whose hosts are all taken)
+    push_services: list[str] = Field(default_factory=lambda: list(PUSH_SERVICES))
     #: TLS on the direct server (HTTPS and wss://): a PEM certificate (chain) file and its key file
     tls_cert: Path | None = None
     tls_key: Path | None = None

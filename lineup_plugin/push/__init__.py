@@ -5,13 +5,8 @@
 * :mod:`.plan` — who is pushed for which card, and when, sans I/O;
 * :mod:`.subscriptions` — the subscriptions the Apps sent, kept in the data dir;
 * :mod:`.sender` — sending in the background with httpx (429 and 404/410 handled);
-* :mod:`.service` — all of it for the serving hub.
+* :mod:`.service` — all of it for the serving hub;
+* :mod:`.services` — the push services taken by default.
 
 See docs/push.md for what each deployment gets and what a push service can see.
 """
-
-from .message import Subscription
-from .plan import PushPlan
-from .service import PushService
-
-__all__ = ["PushPlan", "PushService", "Subscription"]

@@ -25,6 +25,7 @@ import hashlib
 import ipaddress
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -33,6 +34,7 @@ import http_ece
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ..errors import PushError
+from .services import PUSH_SERVICES
 from .vapid import VapidKey, b64url
 
 #: the plaintext of every push is padded to this many bytes (the ciphertext is 103 bytes more)
@@ -85,11 +87,12 @@ class Subscription:
     auth: str
 
     @classmethod
-    def checked(cls, endpoint: str, p256dh: str, auth: str) -> Subscription:
+    def checked(cls, endpoint: str, p256dh: str, auth: str, services: Sequence[str] = PUSH_SERVICES) -> Subscription:
         """The subscription, or PushError saying what is wrong.
 
-        The endpoint must be ``https://`` (``http://`` only on this machine's loopback address, for
-        a local push service); ``p256dh`` a P-256 point (65 bytes), ``auth`` 16 bytes.
+        The endpoint must be ``https://`` on one of ``services`` (so an App cannot make the agent
+        post to any address it likes; ``http://`` only on a loopback address listed there, for a
+        local push service); ``p256dh`` a P-256 point (65 bytes), ``auth`` 16 bytes.
         """
         if len(endpoint) > MAX_ENDPOINT:
             raise PushError(f"push subscription: the endpoint is longer than {MAX_ENDPOINT} characters")
@@ -103,6 +106,10 @@ class Subscription:
             raise PushError("push subscription: the endpoint must be https://host/...")
         if parts.scheme != "https" and not (parts.scheme == "http" and _loopback(host)):
             raise PushError("push subscription: the endpoint must be an https:// address")
+        if not any(host == service or host.endswith("." + service) for service in services):
+            raise PushError(
+                f"push subscription: {host} is not a known push service; add it to the push_services setting"
+            )
         if any(ch.isspace() or ord(ch) < 32 for ch in endpoint):
             raise PushError("push subscription: the endpoint has blanks or control characters")
         point = _b64url_decode(p256dh, "p256dh", 65)

@@ -20,20 +20,18 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..errors import PushError
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
 from .plan import SHOWN_GRACE, PushPlan
 from .sender import PushSender
+from .services import PUSH_SERVICES
 from .subscriptions import Subscriptions
 from .vapid import VapidKey
-
-if TYPE_CHECKING:
-    from ..config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +62,11 @@ class _Card:
 class PushService:
     """Pushes waiting cards to subscribed devices (see the module docstring).
 
-    ``preview`` (the ``push_preview`` setting): a push names the tool and question; otherwise only
-    which call. ``contact``: the VAPID ``sub``. ``clock`` is seconds since the epoch and ``sleep``
-    waits (tests pass fakes); ``grace``: :data:`~lineup_plugin.push.plan.SHOWN_GRACE`.
+    Made by the hub from the settings of the same names. ``preview`` (``push_preview``): a push
+    names the tool and question; otherwise only which call. ``contact`` (``push_contact``): the
+    VAPID ``sub``. ``clock`` is seconds since the epoch and ``sleep``
+    waits (tests pass fakes); ``grace``: :data:`~lineup_plugin.push.plan.SHOWN_GRACE`; ``services``:
+    the push services subscriptions may name (the ``push_services`` setting).
     """
 
     def __init__(
@@ -78,26 +78,21 @@ class PushService:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         grace: float = SHOWN_GRACE,
+        services: Sequence[str] = PUSH_SERVICES,
     ) -> None:
         self.data_dir = data_dir
         self.preview = preview
         self.contact = contact
         self.clock = clock
         self.plan = PushPlan(grace)
-        self.subscriptions = Subscriptions.load(data_dir)
+        self.services = tuple(services)
+        self.subscriptions = Subscriptions.load(data_dir, self.services)
         self.sender = PushSender(self._gone, clock=clock, sleep=sleep)
         #: transport (``direct``, ``relay``) → the credential a device of it holds now
         self.credentials: dict[str, Credential] = {}
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Card] = {}
         self._timer: asyncio.TimerHandle | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> PushService | None:
-        """The push service ``settings`` describe, or None when ``push`` is off."""
-        if not settings.push:
-            return None
-        return cls(settings.data_dir, preview=settings.push_preview, contact=settings.push_contact, **options)
 
     @property
     def vapid(self) -> VapidKey:
@@ -133,7 +128,7 @@ class PushService:
         p256dh, auth = keys.get("p256dh"), keys.get("auth")
         if not isinstance(p256dh, str) or not isinstance(auth, str):
             raise PushError("push subscription: keys.p256dh and keys.auth must be strings")
-        checked = Subscription.checked(endpoint, p256dh, auth)
+        checked = Subscription.checked(endpoint, p256dh, auth, self.services)
         credential = self._credential(device_id)
         if credential is None:
             raise PushError("push subscription: this device is not admitted any more")

@@ -18,13 +18,14 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import PushError
 from .message import Subscription
+from .services import PUSH_SERVICES
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,12 @@ class Entry:
         return {**self.subscription.as_json(), "devices": self.devices, "updated": self.updated}
 
     @classmethod
-    def from_json(cls, data: Any) -> Entry:
-        """An entry of the file; PushError when it is not one."""
+    def from_json(cls, data: Any, services: Sequence[str] = PUSH_SERVICES) -> Entry:
+        """An entry of the file (at one of ``services``); PushError when it is not one."""
         try:
             keys = data["keys"]
-            subscription = Subscription.checked(str(data["endpoint"]), str(keys["p256dh"]), str(keys["auth"]))
+            endpoint, p256dh, auth = str(data["endpoint"]), str(keys["p256dh"]), str(keys["auth"])
+            subscription = Subscription.checked(endpoint, p256dh, auth, services)
             devices = {str(k): str(v) for k, v in dict(data["devices"]).items()}
             return cls(subscription, devices, float(data["updated"]))
         except (KeyError, TypeError, ValueError) as exc:
@@ -70,13 +72,23 @@ class Subscriptions:
     entries: dict[str, Entry] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, data_dir: Path) -> Subscriptions:
-        """The kept subscriptions; a missing file is none, a damaged one is set aside (logged) and none."""
+    def load(cls, data_dir: Path, services: Sequence[str] = PUSH_SERVICES) -> Subscriptions:
+        """The kept subscriptions; a missing file is none, a damaged one is set aside (logged) and none.
+
+        A subscription at a push service no longer among ``services`` is dropped.
+        """
         path = data_dir / FILE_NAME
         found = cls(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            entries = [Entry.from_json(item) for item in data["subscriptions"]]
+            entries = []
+            for item in data["subscriptions"]:
+                try:
+                    entries.append(Entry.from_json(item, services))
+                except PushError as exc:
+                    if "push_services" not in str(exc):
+                        raise
+                    log.info("push: %s", exc)
         except FileNotFoundError:
             return found
         except (OSError, ValueError, KeyError, TypeError, PushError) as exc:

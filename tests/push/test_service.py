@@ -22,6 +22,8 @@ from lineup_plugin.push.vapid import JWT_LIFETIME, KEY_FILE
 from ..fakes.pushservice import FakePushService, Subscriber, push_service, vapid_claims
 
 CONTACT = "mailto:owner@example.org"
+#: the push services these tests use: the fake one on 127.0.0.1, and push.example for subscriptions never pushed to
+SERVICES = ("127.0.0.1", "push.example")
 NOW = 1_800_000_000.0
 
 
@@ -53,7 +55,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def push(tmp_path: Path, clock: Clock) -> AsyncIterator[PushService]:
-    service = PushService(tmp_path, contact=CONTACT, clock=clock, sleep=clock.sleep, grace=5.0)
+    service = PushService(tmp_path, contact=CONTACT, services=SERVICES, clock=clock, sleep=clock.sleep, grace=5.0)
     yield service
     await service.aclose()
 
@@ -106,7 +108,7 @@ async def test_a_waiting_card_is_pushed_sealed_signed_and_padded(
 async def test_with_preview_off_a_push_says_only_that_a_card_waits(
     tmp_path: Path, fake: FakePushService, clock: Clock
 ) -> None:
-    push = PushService(tmp_path, contact=CONTACT, clock=clock, grace=0.0, preview=False)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES, clock=clock, grace=0.0, preview=False)
     try:
         phone = Subscriber(fake.endpoint("phone"))
         push.subscribe("phone", phone.subscription())
@@ -249,7 +251,7 @@ async def test_a_retry_after_beyond_the_deadline_drops_the_push(
 async def test_a_push_service_that_does_not_answer_never_touches_the_call(tmp_path: Path, clock: Clock) -> None:
     async with push_service() as gone:
         endpoint = gone.endpoint("phone")
-    push = PushService(tmp_path, contact=CONTACT, clock=clock, grace=0.0)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES, clock=clock, grace=0.0)
     try:
         push.subscribe("phone", Subscriber(endpoint).subscription())
         open_card(push)
@@ -262,7 +264,7 @@ async def test_a_push_service_that_does_not_answer_never_touches_the_call(tmp_pa
 
 
 async def test_the_timer_pushes_after_the_grace_on_its_own(tmp_path: Path, fake: FakePushService) -> None:
-    push = PushService(tmp_path, contact=CONTACT, grace=0.0)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES, grace=0.0)
     try:
         phone = Subscriber(fake.endpoint("phone"))
         push.subscribe("phone", phone.subscription())
@@ -291,7 +293,7 @@ async def test_the_timer_pushes_after_the_grace_on_its_own(tmp_path: Path, fake:
     ],
 )
 def test_a_bad_subscription_is_refused_saying_why(tmp_path: Path, subscription: dict[str, object], why: str) -> None:
-    push = PushService(tmp_path, contact=CONTACT)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
     with pytest.raises(PushError, match=why.replace("{", r"\{").replace("(", r"\(")):
         push.subscribe("phone", subscription)
     assert len(push.subscriptions) == 0
@@ -302,28 +304,28 @@ def test_a_bad_auth_secret_is_refused(tmp_path: Path) -> None:
     subscription = Subscriber("https://push.example/x").subscription()
     subscription["keys"]["auth"] = "AAAA"
     with pytest.raises(PushError, match="auth must be 16 bytes"):
-        PushService(tmp_path, contact=CONTACT).subscribe("phone", subscription)
+        PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe("phone", subscription)
 
 
 def test_subscriptions_are_kept_0600_and_survive_a_restart(tmp_path: Path) -> None:
     phone = Subscriber("https://push.example/phone")
-    PushService(tmp_path, contact=CONTACT).subscribe("phone", phone.subscription())
+    PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe("phone", phone.subscription())
     assert stat.S_IMODE((tmp_path / FILE_NAME).stat().st_mode) == 0o600
-    again = PushService(tmp_path, contact=CONTACT)
+    again = PushService(tmp_path, contact=CONTACT, services=SERVICES)
     [entry] = again.subscriptions
     assert entry.subscription.endpoint == phone.endpoint and set(entry.devices) == {"phone"}
     again.subscribe("phone", None)
-    assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 0
 
 
 def test_a_damaged_subscriptions_file_is_set_aside(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text('{"v": 1, "subscriptions": [{"endpoint": 3}]}')
-    assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 0
     assert (tmp_path / f"{FILE_NAME}.damaged").exists()
 
 
 def test_a_device_that_subscribes_again_replaces_its_subscription(tmp_path: Path) -> None:
-    push = PushService(tmp_path, contact=CONTACT)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
     push.subscribe("phone", Subscriber("https://push.example/old").subscription())
     push.subscribe("phone", Subscriber("https://push.example/new").subscription())
     assert [e.subscription.endpoint for e in push.subscriptions] == ["https://push.example/new"]
@@ -332,7 +334,7 @@ def test_a_device_that_subscribes_again_replaces_its_subscription(tmp_path: Path
 def test_a_revoked_device_loses_its_subscription(tmp_path: Path) -> None:
     paired = {"pair_1"}
     token = ["token-one-0123456789"]
-    push = PushService(tmp_path, contact=CONTACT)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
     push.credentials["relay"] = lambda device_id: pairing if (pairing := device_id.rsplit("/")[-1]) in paired else None
     push.credentials["direct"] = lambda device_id: token_credential(token[0])
     phone = Subscriber("https://push.example/phone")
@@ -358,22 +360,25 @@ def test_a_revoked_device_loses_its_subscription(tmp_path: Path) -> None:
 
 
 def test_the_vapid_key_is_made_on_first_use_0600_and_kept(tmp_path: Path) -> None:
-    push = PushService(tmp_path, contact=CONTACT)
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
     assert not (tmp_path / KEY_FILE).exists()
     key = push.public_key
     assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
-    assert PushService(tmp_path, contact=CONTACT).public_key == key
+    assert PushService(tmp_path, contact=CONTACT, services=SERVICES).public_key == key
 
 
 def test_a_damaged_vapid_key_is_said_plainly(tmp_path: Path) -> None:
     (tmp_path / KEY_FILE).write_text("not a key")
     with pytest.raises(PushError, match="damaged: delete it"):
-        PushService(tmp_path, contact=CONTACT).public_key  # noqa: B018
+        PushService(tmp_path, contact=CONTACT, services=SERVICES).public_key  # noqa: B018
 
 
 async def test_two_processes_making_the_key_at_once_get_the_same_key(tmp_path: Path) -> None:
     keys = await asyncio.gather(
-        *(asyncio.to_thread(lambda: PushService(tmp_path, contact=CONTACT).public_key) for _ in range(8))
+        *(
+            asyncio.to_thread(lambda: PushService(tmp_path, contact=CONTACT, services=SERVICES).public_key)
+            for _ in range(8)
+        )
     )
     assert len(set(keys)) == 1
 
@@ -384,3 +389,22 @@ def test_no_close_goes_to_apples_push_service() -> None:
     assert closes_allowed("https://fcm.googleapis.com/fcm/send/abc")
     assert closes_allowed("https://updates.push.services.mozilla.com/wpush/v2/abc")
     assert closes_allowed("https://push.apple.com.example/x")
+
+
+def test_an_endpoint_off_the_known_push_services_is_refused(tmp_path: Path) -> None:
+    # the App cannot make the agent post wherever it likes
+    push = PushService(tmp_path, contact=CONTACT)
+    for endpoint in ("https://evil.example/x", "https://fcm.googleapis.com.evil.example/x", "http://127.0.0.1:9/x"):
+        with pytest.raises(PushError, match="not a known push service; add it to the push_services setting"):
+            push.subscribe("phone", Subscriber(endpoint).subscription())
+    for endpoint in ("https://fcm.googleapis.com/fcm/send/x", "https://web.push.apple.com/x"):
+        push.subscribe("phone", Subscriber(endpoint).subscription())
+    assert [e.subscription.endpoint for e in push.subscriptions] == ["https://web.push.apple.com/x"]
+
+
+def test_a_kept_subscription_off_the_push_services_now_set_is_dropped(tmp_path: Path) -> None:
+    PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe(
+        "phone", Subscriber("https://push.example/x").subscription()
+    )
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 1
+    assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
