@@ -52,7 +52,7 @@ def token_credential(token: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Card:
+class _Waiting:
     name: str
     arguments: dict[str, Any]
     conversation_id: str | None
@@ -91,7 +91,7 @@ class PushService:
         #: transport (``direct``, ``relay``) → the credential a device of it holds now
         self.credentials: dict[str, Credential] = {}
         self._vapid: VapidKey | None = None
-        self._cards: dict[str, _Card] = {}
+        self._cards: dict[str, _Waiting] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -155,7 +155,7 @@ class PushService:
         """A card waits until ``expires_at``: the devices not showing it are pushed after the grace."""
         if call_id in self._cards:
             return
-        self._cards[call_id] = _Card(name, dict(arguments), conversation_id, expires_at)
+        self._cards[call_id] = _Waiting(name, dict(arguments), conversation_id, expires_at)
         self.plan.opened(call_id, self.clock())
         self._arm()
 
