@@ -58,12 +58,15 @@ from lineup_plugin.protocol.messages import (
     HistoryEntry,
     MessageDelta,
     Payload,
+    PushKeys,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
     ToolCancel,
     ToolList,
     ToolResult,
+    WebPushSubscription,
 )
 from lineup_plugin.protocol.tools import ActionDefinition
 from lineup_plugin.tools.argcheck import compile_schema
@@ -616,6 +619,16 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
             max_size=2,
         ),
         reset=st.booleans(),
+    ),
+    PushSubscribe: st.builds(
+        PushSubscribe,
+        subscription=st.none()
+        | st.builds(
+            WebPushSubscription,
+            endpoint=st.text(min_size=1, max_size=40),
+            expirationTime=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+            keys=st.builds(PushKeys, p256dh=st.text(max_size=20), auth=st.text(max_size=10)),
+        ),
     ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())

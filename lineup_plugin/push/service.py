@@ -17,6 +17,7 @@ subscription before the next push.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import PushError
+from ..protocol.outputs import Batch, CardShown, CardWaiting, PushSubscribed
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
 from .plan import SHOWN_GRACE, PushPlan
 from .sender import PushSender
@@ -90,6 +92,10 @@ class PushService:
         self.sender = PushSender(self._gone, clock=clock, sleep=sleep)
         #: transport (``direct``, ``relay``) → the credential a device of it holds now
         self.credentials: dict[str, Credential] = {}
+        #: tells the App on a link why its subscription was refused (the hub answers an ``error``)
+        self.refuse: Callable[[Any, str], None] = lambda link, why: None
+        #: told how many subscriptions there are whenever that may have changed
+        self.on_subscriptions: Callable[[int], None] = lambda count: None
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Waiting] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -120,6 +126,7 @@ class PushService:
         if subscription is None:
             if self.subscriptions.remove_device(device_id):
                 log.info("push: device %s unsubscribed", device_id)
+                self.on_subscriptions(len(self.subscriptions))
             return
         keys = subscription.get("keys")
         endpoint = subscription.get("endpoint")
@@ -135,17 +142,47 @@ class PushService:
         self.vapid  # noqa: B018 - the key the App subscribed with must exist before any push
         self.subscriptions.add(device_id, credential, checked, self.clock())
         log.info("push: device %s subscribed (%d subscriptions)", device_id, len(self.subscriptions))
+        self.on_subscriptions(len(self.subscriptions))
 
     def revoke(self) -> list[str]:
         """Drop the subscriptions of devices whose credential changed; their ids."""
         dropped = self.subscriptions.revoke(lambda device_id, kept: self._credential(device_id) in (kept, ""))
         for device_id in dropped:
             log.info("push: device %s is revoked; its push subscription is dropped", device_id)
+        if dropped:
+            self.on_subscriptions(len(self.subscriptions))
         return dropped
 
     def _gone(self, endpoint: str) -> None:
         self.subscriptions.remove(endpoint)
         self.plan.forget(endpoint)
+        self.on_subscriptions(len(self.subscriptions))
+
+    # ----------------------------------------------------------------------- the session
+
+    def observe(self, batch: Batch[Any]) -> None:
+        """Read one applied batch of the session: cards that wait, are shown, ended; subscriptions sent."""
+        for event in batch.events:
+            if isinstance(event, CardWaiting):
+                call = event.call
+                expires_at = call.expires_at if call.expires_at is not None else self.clock()
+                self.card_opened(
+                    call.call_id,
+                    call.request.name,
+                    call.request.arguments,
+                    expires_at=expires_at,
+                    conversation_id=call.conversation_id,
+                )
+            elif isinstance(event, CardShown):
+                self.card_shown(event.call_id, event.device_id)
+            elif isinstance(event, PushSubscribed):
+                try:
+                    self.subscribe(event.device_id, event.subscription)
+                except PushError as exc:
+                    log.info("push: refused the subscription of device %s: %s", event.device_id, exc)
+                    self.refuse(event.link, str(exc))
+        for call in batch.ended:
+            self.card_ended(call.call_id)
 
     # ----------------------------------------------------------------------------- cards
 
@@ -236,9 +273,11 @@ class PushService:
             log.exception("push: deciding the pushes failed")
         self._arm()
 
-    async def aclose(self) -> None:
-        """Stop the timer and the sender."""
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """Stop the timer; let the pushes under way go for up to ``timeout`` seconds, then stop the sender."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.sender.idle(), timeout)
         await self.sender.aclose()

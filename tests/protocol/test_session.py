@@ -25,6 +25,7 @@ from lineup_plugin.protocol.messages import (
     Error,
     History,
     Payload,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -32,6 +33,7 @@ from lineup_plugin.protocol.messages import (
     ToolList,
     ToolResult,
 )
+from lineup_plugin.protocol.outputs import PushSubscribed
 from lineup_plugin.protocol.reads import Kept, Known, Wants
 from lineup_plugin.protocol.session import (
     ANSWERED_ELSEWHERE,
@@ -1046,3 +1048,24 @@ def test_app_tool_list_declares_tools_and_detaching_the_devices_last_link_withdr
     assert ToolsChanged() in batch.events
     assert DevicesChanged("phone", attached=False) in batch.events
     assert "app:phone" not in rig.catalog.declared
+
+
+# ------------------------------------------------------------------------------- Web Push
+
+
+def test_the_welcome_names_the_agents_push_key_and_a_subscription_is_handed_to_the_driver() -> None:
+    rig = Rig()
+    rig.session.core.push_key = "BPushKey"
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key == "BPushKey"
+
+    wanted = {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}
+    batch = rig.send("phone", PushSubscribe.model_validate({"subscription": wanted}))
+    assert batch.events == [PushSubscribed("phone", "phone", {**wanted, "expirationTime": None})]
+    assert rig.send("phone", PushSubscribe()).events == [PushSubscribed("phone", "phone", None)]
+
+
+def test_without_push_the_welcome_names_no_key() -> None:
+    rig = Rig()
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key is None

@@ -313,6 +313,10 @@ class DirectServer:
         self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
         if self.hub.media is not None:
             self.hub.media.use_secret(self._token)  # the keys of download links
+        if self.hub.push is not None:  # a device keeps its push subscription while the token stays the same
+            from ...push.service import token_credential
+
+            self.hub.push.credentials["direct"] = lambda device_id: token_credential(self.token)
         self._stopping.clear()
         tls = None
         if self.options.tls_cert is not None and self.options.tls_key is not None:
