@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page, expect
 
+from lineup_plugin import Hub, load_registry
+from lineup_plugin.hub import use_push
+from lineup_plugin.push.service import PushService
 from lineup_plugin.transports.direct.static import APP_POLICY, packaged_app
 
+from ..fakes.pushservice import FakePushService, Subscriber, push_service
 from .browser import PHONE
-from .conftest import Agent
+from .conftest import Agent, serving
 
 pytestmark = pytest.mark.browser
 
@@ -48,8 +54,9 @@ class Pusher:
         self.cdp, self.origin, self.registration_id = cdp, origin, registration_id
 
     @classmethod
-    async def attach(cls, page: Page, origin: str) -> Pusher:
-        cdp = await page.context.new_cdp_session(page)
+    async def attach(cls, page: Page, origin: str, *, via: Page | None = None) -> Pusher:
+        """For the App open in ``page`` (its worker registered), through a CDP session of ``via`` (default ``page``)."""
+        cdp = await page.context.new_cdp_session(via or page)
         registered: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
         def seen(event: dict[str, Any]) -> None:
@@ -142,3 +149,117 @@ async def test_the_service_worker_is_served_under_the_apps_content_security_poli
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/javascript")
     assert answer.headers["content-security-policy"] == APP_POLICY
+
+
+# -- the whole way: App subscribes, agent pushes, service worker shows -------------------------------
+
+#: headless Chromium has no push service (``pushManager.subscribe`` is refused there), so the page's
+#: PushManager is replaced by one that hands out the subscription the test made (its keys are the
+#: test's); everything else — the App's subscribing, the agent's sealing and sending, the service
+#: worker — is the real thing
+PUSH_MANAGER_STUB = """
+window.pushKeyUsed = null;
+const made = %s;
+let held = null;
+const toB64url = (bytes) =>
+  btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+PushManager.prototype.getSubscription = async function () { return held; };
+PushManager.prototype.subscribe = async function (options) {
+  if (held) return held;
+  const key = new Uint8Array(options.applicationServerKey);
+  window.pushKeyUsed = toB64url(key);
+  held = {
+    endpoint: made.endpoint,
+    options: { applicationServerKey: key.buffer, userVisibleOnly: options.userVisibleOnly },
+    toJSON: () => ({ endpoint: made.endpoint, expirationTime: null, keys: made.keys }),
+    unsubscribe: async () => { held = null; return true; },
+  };
+  return held;
+};
+"""
+
+
+class Watched(PushService):
+    """The agent's push service, on a clock the test moves, saying when a card waits and when one is shown."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.now = time.time()
+        super().__init__(data_dir, contact="mailto:owner@example.org", services=("127.0.0.1",), clock=lambda: self.now)
+        self.opened, self.seen = asyncio.Event(), asyncio.Event()
+
+    def card_opened(self, call_id: str, *args: Any, **options: Any) -> None:
+        super().card_opened(call_id, *args, **options)
+        self.opened.set()
+
+    def card_shown(self, call_id: str, device_id: str) -> None:
+        super().card_shown(call_id, device_id)
+        self.seen.set()
+
+    def grace_over(self) -> None:
+        """The grace passes: the pushes it decides go."""
+        self.now += self.plan.grace
+        self.tick()
+
+
+@pytest.fixture
+async def pushing(tmp_path: Path) -> AsyncIterator[tuple[Agent, Watched, FakePushService]]:
+    """An agent that pushes (to the local push service only), behind a direct server."""
+    async with push_service() as fake:
+        hub = Hub(load_registry(load_entrypoints=False))
+        push = Watched(tmp_path)
+        use_push(hub, push)
+        async with serving(hub, tmp_path) as agent:
+            yield agent, push, fake
+        await push.aclose()
+
+
+async def test_the_app_subscribes_the_agent_pushes_the_card_and_the_close_and_the_worker_shows_them(
+    pushing: tuple[Agent, Watched, FakePushService], browser: Browser
+) -> None:
+    agent, push, fake = pushing
+    phone = Subscriber(fake.endpoint("phone"))
+    context = await browser.new_context(**PHONE)
+    try:
+        await context.grant_permissions(["notifications"], origin=agent.url.rstrip("/"))
+        await context.add_init_script(PUSH_MANAGER_STUB % json.dumps(phone.subscription()))
+        page = await context.new_page()
+        await page.goto(agent.link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        await page.wait_for_function("window.pushKeyUsed !== null")
+        assert await page.evaluate("window.pushKeyUsed") == push.public_key  # subscribed with the agent's key
+        await expect(page.get_by_role("button", name="Notify me of new questions")).to_be_hidden()
+
+        # the card is on the screen: no push
+        shown = agent.call("confirm", {"message": "Seen on the screen?"})
+        await asyncio.wait_for(push.seen.wait(), 10)  # the App drew it and said so
+        push.grace_over()
+        await push.sender.idle()
+        assert fake.requests == [] and len(push.subscriptions) == 1
+        await page.locator('article.card[data-tool="confirm"]').get_by_role("button", name="Approve").click()
+        assert (await shown).status == "completed"
+
+        # the App is closed (the phone locked): the card is pushed
+        holder = await context.new_page()  # a tab that is not the App: the browser's push service stands in here
+        pusher = await Pusher.attach(page, agent.url.rstrip("/"), via=holder)
+        await page.close()
+        push.opened.clear()
+        away = agent.call("choice", {"question": "Which region?", "options": ["eu", "us"]})
+        await asyncio.wait_for(push.opened.wait(), 10)
+        push.grace_over()
+        [card_push] = await fake.wait_for(1)
+        notice = phone.notice(card_push)
+        assert (notice["tool"], notice["text"]) == ("choice", "Which region?")
+        await pusher.push(notice)  # the browser's push service hands the (opened) payload to the worker
+        page = await context.new_page()  # a window of the App to read the notifications from
+        await page.goto(agent.url)
+        [shown_now] = await notifications(page, 1)
+        assert (shown_now["title"], shown_now["tag"]) == ("The agent asks you to choose", notice["call_id"])
+
+        # answered there: the follow-up push closes the notification
+        await page.locator(f'article.card[data-call-id="{notice["call_id"]}"]').get_by_role("button", name="eu").click()
+        assert (await away).status == "completed"
+        _, close_push = await fake.wait_for(2)
+        await pusher.push(phone.notice(close_push))
+        await notifications(page, 0)
+    finally:
+        await context.close()
