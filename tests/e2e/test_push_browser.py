@@ -32,6 +32,7 @@ from lineup_plugin.transports.direct.static import APP_POLICY, packaged_app
 from ..fakes.pushservice import FakePushService, Subscriber, push_service
 from .browser import PHONE
 from .conftest import Agent, serving
+from .relay_rig import APP_UID, relay_agent
 
 pytestmark = pytest.mark.browser
 
@@ -185,7 +186,8 @@ class Watched(PushService):
     def __init__(self, data_dir: Path) -> None:
         self.now = time.time()
         super().__init__(data_dir, contact="mailto:owner@example.org", services=("127.0.0.1",), clock=lambda: self.now)
-        self.opened, self.seen = asyncio.Event(), asyncio.Event()
+        self.opened, self.seen, self.changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.subscribed: list[str] = []
 
     def card_opened(self, call_id: str, *args: Any, **options: Any) -> None:
         super().card_opened(call_id, *args, **options)
@@ -194,6 +196,11 @@ class Watched(PushService):
     def card_shown(self, call_id: str, device_id: str) -> None:
         super().card_shown(call_id, device_id)
         self.seen.set()
+
+    def subscribe(self, device_id: str, subscription: dict[str, Any] | None) -> None:
+        super().subscribe(device_id, subscription)
+        self.subscribed.append(device_id)
+        self.changed.set()
 
     def grace_over(self) -> None:
         """The grace passes: the pushes it decides go."""
@@ -263,3 +270,37 @@ async def test_the_app_subscribes_the_agent_pushes_the_card_and_the_close_and_th
         await notifications(page, 0)
     finally:
         await context.close()
+
+
+async def test_a_paired_app_subscribes_over_the_relay_too_and_loses_that_when_its_pairing_is_revoked(
+    browser: Browser, tmp_path: Path
+) -> None:
+    async with push_service() as fake:
+        push = Watched(tmp_path / "push")
+        phone = Subscriber(fake.endpoint("phone"))
+        async for agent in relay_agent(tmp_path, push=push):
+            context = await browser.new_context(**PHONE)
+            try:
+                await context.grant_permissions(["notifications"], origin=agent.both.direct.url.rstrip("/"))
+                await context.add_init_script(PUSH_MANAGER_STUB % json.dumps(phone.subscription()))
+                page = await context.new_page()
+                await page.goto(agent.link)
+                await expect(page.locator(".msg-system")).to_contain_text("Paired")
+                await agent.close_direct()  # away from home: the App goes on by relay, end-to-end sealed
+                await expect(page.locator("#path")).to_have_text("Relay")
+                while not any(device.startswith("wukongim:") for device in push.subscribed):
+                    push.changed.clear()
+                    await asyncio.wait_for(push.changed.wait(), 20)
+                [entry] = push.subscriptions  # one phone: one subscription, named by both its paths
+                [pairing_id] = (agent.pairings.state.devices if agent.pairings.state else {}).keys()
+                relay_device = f"wukongim:{APP_UID}/{pairing_id}"
+                assert entry.devices[relay_device] == f"pairing:{pairing_id}"
+                assert any(credential.startswith("token:") for credential in entry.devices.values())
+
+                agent.pairings.revoke()  # lineup pair --revoke
+                assert push.revoke() == [relay_device]
+                [entry] = push.subscriptions  # still subscribed by the direct path (its token is unchanged)
+                assert relay_device not in entry.devices
+            finally:
+                await context.close()
+        await push.aclose()
