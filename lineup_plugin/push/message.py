@@ -22,7 +22,6 @@ import base64
 import binascii
 import email.utils
 import hashlib
-import ipaddress
 import json
 import os
 from collections.abc import Sequence
@@ -69,13 +68,8 @@ def _b64url_decode(value: str, what: str, size: int) -> bytes:
     return raw
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+#: the hosts a push service may be reached at over plain ``http://`` (one on this machine)
+LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 @dataclass(frozen=True)
@@ -104,7 +98,7 @@ class Subscription:
             raise PushError("push subscription: the endpoint is not a URL") from None
         if not host or parts.username is not None or parts.password is not None or "[" in host:
             raise PushError("push subscription: the endpoint must be https://host/...")
-        if parts.scheme != "https" and not (parts.scheme == "http" and _loopback(host)):
+        if parts.scheme != "https" and not (parts.scheme == "http" and host in LOCAL_HOSTS):
             raise PushError("push subscription: the endpoint must be an https:// address")
         if not any(host == service or host.endswith("." + service) for service in services):
             raise PushError(

@@ -70,14 +70,23 @@ def open_card(push: PushService, call_id: str = "call-1", **arguments: object) -
     )
 
 
-async def test_a_waiting_card_is_pushed_sealed_signed_and_padded(
-    push: PushService, fake: FakePushService, clock: Clock
-) -> None:
+def pushed_after(
+    push: PushService, fake: FakePushService, clock: Clock, *answers: tuple[int, dict[str, str]]
+) -> Subscriber:
+    """A subscribed phone, and a card pushed to it once the grace passed; the push service answers ``answers`` first."""
     phone = Subscriber(fake.endpoint("phone"))
     push.subscribe("phone", phone.subscription())
+    fake.answers.extend(answers)
     open_card(push)
     clock.now += 5.0
     push.tick()
+    return phone
+
+
+async def test_a_waiting_card_is_pushed_sealed_signed_and_padded(
+    push: PushService, fake: FakePushService, clock: Clock
+) -> None:
+    phone = pushed_after(push, fake, clock)
     [request] = await fake.wait_for(1)
 
     assert request.method == "POST" and request.path == "/push/phone"
@@ -171,11 +180,7 @@ async def test_one_push_per_device_per_card(push: PushService, fake: FakePushSer
 async def test_the_end_of_a_card_closes_its_notification_on_the_same_topic(
     push: PushService, fake: FakePushService, clock: Clock
 ) -> None:
-    phone = Subscriber(fake.endpoint("phone"))
-    push.subscribe("phone", phone.subscription())
-    open_card(push)
-    clock.now += 5.0
-    push.tick()
+    phone = pushed_after(push, fake, clock)
     await fake.wait_for(1)
     await push.sender.idle()
     push.card_ended("call-1")
@@ -202,12 +207,7 @@ async def test_a_card_that_ends_before_its_push_left_sends_nothing(
 async def test_a_subscription_the_push_service_calls_gone_is_dropped(
     push: PushService, fake: FakePushService, clock: Clock, tmp_path: Path, status: int
 ) -> None:
-    phone = Subscriber(fake.endpoint("phone"))
-    push.subscribe("phone", phone.subscription())
-    fake.answers.append((status, {}))
-    open_card(push)
-    clock.now += 5.0
-    push.tick()
+    pushed_after(push, fake, clock, (status, {}))
     await fake.wait_for(1)
     await push.sender.idle()
     assert len(push.subscriptions) == 0
@@ -220,12 +220,7 @@ async def test_a_subscription_the_push_service_calls_gone_is_dropped(
 async def test_429_retry_after_is_honoured_and_the_ttl_shrinks(
     push: PushService, fake: FakePushService, clock: Clock
 ) -> None:
-    phone = Subscriber(fake.endpoint("phone"))
-    push.subscribe("phone", phone.subscription())
-    fake.answers.append((429, {"Retry-After": "30"}))
-    open_card(push)
-    clock.now += 5.0
-    push.tick()
+    phone = pushed_after(push, fake, clock, (429, {"Retry-After": "30"}))
     first, second = await fake.wait_for(2)
     assert clock.slept == [30.0]
     assert (first.headers["ttl"], second.headers["ttl"]) == ("115", "85")
@@ -236,12 +231,7 @@ async def test_429_retry_after_is_honoured_and_the_ttl_shrinks(
 async def test_a_retry_after_beyond_the_deadline_drops_the_push(
     push: PushService, fake: FakePushService, clock: Clock
 ) -> None:
-    phone = Subscriber(fake.endpoint("phone"))
-    push.subscribe("phone", phone.subscription())
-    fake.answers.append((429, {"Retry-After": "3600"}))
-    open_card(push)
-    clock.now += 5.0
-    push.tick()
+    pushed_after(push, fake, clock, (429, {"Retry-After": "3600"}))
     await fake.wait_for(1)
     await push.sender.idle()
     assert clock.slept == [] and len(fake.requests) == 1
