@@ -111,11 +111,16 @@ class Subscriptions:
         return [e for e in self.entries.values() if device_id in e.devices]
 
     def add(self, device_id: str, credential: str, subscription: Subscription, now: float) -> Entry:
-        """``device_id`` (admitted with ``credential``) subscribed with ``subscription``; saved.
+        """``device_id`` (admitted with ``credential``) subscribed with ``subscription``; saved if it is news.
 
         A device has one subscription: the one it sent before is dropped for it (a browser that
-        subscribed again got a new endpoint).
+        subscribed again got a new endpoint). The same subscription sent again (after every
+        welcome) writes nothing.
         """
+        entry = self.entries.get(subscription.endpoint)
+        if entry is not None and entry.subscription == subscription and entry.devices.get(device_id) == credential:
+            entry.updated = now  # sent again after a reconnect: nothing to write
+            return entry
         for other in self.of_device(device_id):
             if other.subscription.endpoint != subscription.endpoint:
                 self._drop_device(other, device_id)

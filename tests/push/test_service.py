@@ -398,3 +398,15 @@ def test_a_kept_subscription_off_the_push_services_now_set_is_dropped(tmp_path: 
     )
     assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 1
     assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
+
+
+def test_the_same_subscription_sent_again_writes_nothing(tmp_path: Path) -> None:
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
+    phone = Subscriber("https://push.example/phone")
+    push.subscribe("phone", phone.subscription())
+    written = (tmp_path / FILE_NAME).stat().st_ino  # every write replaces the file (a new inode)
+    push.subscribe("phone", phone.subscription())  # after a reconnect
+    assert (tmp_path / FILE_NAME).stat().st_ino == written
+    push.subscribe("laptop", phone.subscription())  # news: written
+    assert (tmp_path / FILE_NAME).stat().st_ino != written
+    assert len(push.subscriptions) == 1
