@@ -64,11 +64,11 @@ class _Waiting:
 class PushService:
     """Pushes waiting cards to subscribed devices (see the module docstring).
 
-    Made by the hub from the settings of the same names. ``preview`` (``push_preview``): a push
-    names the tool and question; otherwise only which call. ``contact`` (``push_contact``): the
-    VAPID ``sub``. ``clock`` is seconds since the epoch and ``sleep``
-    waits (tests pass fakes); ``grace``: :data:`~lineup_plugin.push.plan.SHOWN_GRACE`; ``services``:
-    the push services subscriptions may name (the ``push_services`` setting).
+    Made by the hub from the settings of the same names (:func:`lineup_plugin.hub.push_as_set`).
+    ``preview`` (``push_preview``): a push names the tool and question, else only which call;
+    ``contact`` (``push_contact``): the VAPID ``sub``; ``services`` (``push_services``): the push
+    services a subscription may name. ``clock`` is seconds since the epoch and ``sleep`` waits
+    (tests pass fakes); ``grace``: :data:`~lineup_plugin.push.plan.SHOWN_GRACE`.
     """
 
     def __init__(
