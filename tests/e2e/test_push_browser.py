@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from lineup_plugin import Hub, load_registry
 from lineup_plugin.hub import use_push
 from lineup_plugin.push.service import PushService
 from lineup_plugin.transports.direct.static import APP_POLICY, packaged_app
+from tests.wsapp import wait_until
 
 from ..fakes.pushservice import FakePushService, Subscriber, push_service
 from .browser import PHONE
@@ -304,3 +306,24 @@ async def test_a_paired_app_subscribes_over_the_relay_too_and_loses_that_when_it
             finally:
                 await context.close()
         await push.aclose()
+
+
+async def test_a_notification_clicked_with_no_app_window_opens_the_app_on_its_card(
+    agent: Agent, phone: BrowserContext
+) -> None:
+    # with no window of the App, the worker opens ./#card=<call id>; the App opened so shows that card
+    page = await phone.new_page()
+    await page.goto(agent.link)  # the App keeps its token for the next time
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await page.close()
+    call = agent.call("confirm", {"message": "Rotate the keys?"}, conversation_id="ops")
+    await wait_until(lambda: agent.hub.session.calls.all())
+    [live] = agent.hub.session.calls.all()
+    page = await phone.new_page()
+    await page.goto(f"{agent.url}#card={quote(live.call_id, safe='')}")
+    card = page.locator(f'article.card[data-call-id="{live.call_id}"]')
+    await expect(card).to_be_visible()  # its conversation is shown, though another was chosen
+    await expect(card).to_be_focused()
+    assert "#card=" not in page.url
+    await card.get_by_role("button", name="Approve").click()
+    assert (await call).status == "completed"
