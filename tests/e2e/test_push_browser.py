@@ -327,3 +327,35 @@ async def test_a_notification_clicked_with_no_app_window_opens_the_app_on_its_ca
     assert "#card=" not in page.url
     await card.get_by_role("button", name="Approve").click()
     assert (await call).status == "completed"
+
+
+# the browsers that cannot be had here, as the App sees them (only what it reads is changed)
+PLAIN_HTTP = 'Object.defineProperty(window, "isSecureContext", { value: false });'
+IPHONE_SAFARI_TAB = """
+Object.defineProperty(navigator, "userAgent", { value: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X)" });
+delete window.PushManager;
+delete window.Notification;
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        (PLAIN_HTTP, "need HTTPS: open the App by an https:// address"),
+        (IPHONE_SAFARI_TAB, "On iPhone and iPad, notifications need the App on the Home Screen"),
+    ],
+)
+async def test_the_app_says_why_push_cannot_reach_it_here(
+    agent: Agent, browser: Browser, script: str, said: str
+) -> None:
+    context = await browser.new_context(**PHONE)
+    try:
+        await context.add_init_script(script)
+        page = await context.new_page()
+        await page.goto(agent.link)
+        await expect(page.locator("#link")).to_have_text("Connected")
+        await expect(page.locator("#notify-hint")).to_be_visible()
+        await expect(page.locator("#notify-hint")).to_contain_text(said)
+        assert await page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") == 0
+    finally:
+        await context.close()
