@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import PushError
-from ..protocol.outputs import Batch, CardShown, CardWaiting, PushSubscribed
+from ..protocol.outputs import Batch, CardShown, CardWaiting, DevicesChanged, PushSubscribed
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
 from .plan import SHOWN_GRACE, PushPlan
 from .sender import PushSender
@@ -144,6 +144,12 @@ class PushService:
         log.info("push: device %s subscribed (%d subscriptions)", device_id, len(self.subscriptions))
         self.on_subscriptions(len(self.subscriptions))
 
+    def vouch(self, transport: str, credential: Credential) -> None:
+        """``transport`` (``direct``, ``relay``) names the credential its devices hold now (see the module
+        docstring); the subscriptions of its devices whose credential changed since are dropped at once."""
+        self.credentials[transport] = credential
+        self.revoke()
+
     def revoke(self) -> list[str]:
         """Drop the subscriptions of devices whose credential changed; their ids."""
         dropped = self.subscriptions.revoke(lambda device_id, kept: self._credential(device_id) in (kept, ""))
@@ -175,6 +181,8 @@ class PushService:
                 )
             elif isinstance(event, CardShown):
                 self.card_shown(event.call_id, event.device_id)
+            elif isinstance(event, DevicesChanged) and not event.attached:
+                self.revoke()  # a revoked pairing's device is detached: its subscription goes now
             elif isinstance(event, PushSubscribed):
                 try:
                     self.subscribe(event.device_id, event.subscription)

@@ -167,3 +167,14 @@ def test_push_is_made_from_the_settings_and_off_when_they_say_so(tmp_path: Path)
     assert hub.session.push_key == hub.push.public_key
     off = push_as_set(Hub(load_registry(load_entrypoints=False)), Settings(data_dir=tmp_path, push=False))
     assert off.push is None and off.session.push_key is None
+
+
+async def test_a_new_token_revokes_the_subscriptions_of_the_direct_devices(agent: Agent, tmp_path: Path) -> None:
+    app, _ = await agent.subscribe()
+    await app.close()
+    await agent.server.close()
+    settings = Settings(host="127.0.0.1", port=0, token="a-new-token-0123456789", data_dir=tmp_path, store="memory")
+    async with DirectServer.from_settings(agent.hub, settings):  # started with the new token
+        assert len(agent.push.subscriptions) == 0
+        result = await agent.hub.call("confirm", CONFIRM, deadline=120)  # no device can be told any more
+        assert result.status == "failed" and result.result["error"] == "no_app"

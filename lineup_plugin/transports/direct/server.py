@@ -316,7 +316,7 @@ class DirectServer:
         if self.hub.push is not None:  # a device keeps its push subscription while the token stays the same
             from ...push.service import token_credential
 
-            self.hub.push.credentials["direct"] = lambda device_id: token_credential(self.token)
+            self.hub.push.vouch("direct", lambda device_id: token_credential(self.token))
         self._stopping.clear()
         tls = None
         if self.options.tls_cert is not None and self.options.tls_key is not None:

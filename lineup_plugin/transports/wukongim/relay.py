@@ -320,7 +320,7 @@ class Relay:
     async def run(self) -> None:
         """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
         if self.hub.push is not None:
-            self.hub.push.credentials["relay"] = self.credential
+            self.hub.push.vouch("relay", self.credential)
         sender = asyncio.create_task(self._send_queued(), name="lineup-relay-sender")
         try:
             await self.client.run()
