@@ -99,6 +99,7 @@ class PushService:
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Waiting] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     @property
     def vapid(self) -> VapidKey:
@@ -198,7 +199,7 @@ class PushService:
         self, call_id: str, name: str, arguments: dict[str, Any], *, expires_at: float, conversation_id: str | None
     ) -> None:
         """A card waits until ``expires_at``: the devices not showing it are pushed after the grace."""
-        if call_id in self._cards:
+        if call_id in self._cards or not self.subscriptions:  # nobody to push to (a device subscribing is here)
             return
         self._cards[call_id] = _Waiting(name, dict(arguments), conversation_id, expires_at)
         self.plan.opened(call_id, self.clock())
@@ -265,13 +266,14 @@ class PushService:
         self.sender.submit(request, expires_at)
 
     def _arm(self) -> None:
+        """One timer, at the plan's next decision; one armed for then or sooner is left alone."""
         due = self.plan.due()
-        if due is None:
+        if due is None or (self._timer is not None and self._timer_at <= due):
             return
         if self._timer is not None:
             self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(max(0.0, due - self.clock()), self._on_timer)
+        self._timer_at = due
+        self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self.clock()), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
