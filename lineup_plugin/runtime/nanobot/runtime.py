@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 from dataclasses import dataclass, field
@@ -40,10 +41,8 @@ class Waiting:
     def stop(self) -> None:
         """Cancel the turn that waits (as ``/stop`` does), from any thread."""
         if self.task is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nothing waits any more
                 self.loop.call_soon_threadsafe(self.task.cancel)
-            except RuntimeError:  # the loop is closed: nothing waits any more
-                pass
 
 
 #: the call running on this thread (its context is the awaiting turn's, copied)
@@ -154,8 +153,10 @@ class NanobotRuntime(AgentRuntime):
         job = compat.cron_job(context)
         if job is not None:
             return Origin(kind="cron", label=job[:120])
-        kind = "cli" if context.channel == "cli" else "gateway"
-        return Origin(kind=kind, label=f"nanobot {context.channel} · {context.chat_id}"[:120])
+        return Origin(
+            kind="cli" if context.channel == "cli" else "gateway",
+            label=f"nanobot {context.channel} · {context.chat_id}"[:120],
+        )
 
     # messages and runs ------------------------------------------------------------------------
 
