@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 import anyio
 
+from tests.e2e.hermes_harness import TOKEN
 from tests.fakes.llm import MODEL, ScriptedLLM
 
 T = TypeVar("T")
-TOKEN = "nanobot-e2e-token-0123456789"
 #: how long a test waits for nanobot's reply before it fails (instead of hanging)
 WAIT = 60.0
 
@@ -42,6 +42,7 @@ def write_config(home: Path, llm: ScriptedLLM) -> Path:
         },
         "providers": {"custom": {"apiKey": "scripted", "apiBase": llm.base_url}},
     }
+    home.mkdir(parents=True, exist_ok=True)
     path = home / "config.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
@@ -131,12 +132,13 @@ class Nanobot:
 
 
 @contextmanager
-def nanobot_session(home: Path) -> Iterator[Nanobot]:
-    """nanobot with LineUp's tools in ``home`` (also its ``HOME``), LineUp's data there too; stopped at the end."""
+def nanobot_session(home: Path, *, data_dir: Path | None = None, port: int = 0) -> Iterator[Nanobot]:
+    """nanobot with LineUp's tools in ``home`` (also its ``HOME``); LineUp's data in ``data_dir`` (default:
+    ``home/lineup``), the App on ``port`` (default: any free one). Stopped at the end."""
     from lineup_plugin.runtime.nanobot.runtime import uninstall
 
     saved = dict(os.environ)
-    os.environ.update(HOME=str(home), **lineup_environ(home / "lineup"))
+    os.environ.update(HOME=str(home), **lineup_environ(data_dir or home / "lineup", port))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="nanobot", daemon=True)
     thread.start()
