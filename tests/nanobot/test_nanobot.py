@@ -18,7 +18,7 @@ import pytest
 
 from lineup_plugin.protocol.messages import AgentStop, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
-from lineup_plugin.runtime.nanobot.runtime import installed
+from lineup_plugin.runtime.nanobot.runtime import installed, uninstall
 from tests.e2e.hermes_harness import within
 from tests.fakes.llm import call, say, tool_messages, tool_names
 from tests.wsapp import WsApp
@@ -212,3 +212,25 @@ def test_the_adapter_stays_small() -> None:
     package = Path(installed.__code__.co_filename).parent
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in package.glob("*.py"))
     assert lines <= 400, lines
+
+
+def test_a_bad_setting_keeps_lineups_tools_out_and_nanobots_log_says_why(
+    nanobot: Nanobot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loguru import logger
+
+    uninstall()  # the next start reads the settings again
+    monkeypatch.setenv("LINEUP_PORT", "not-a-port")
+    logged: list[str] = []
+    sink = logger.add(logged.append, level="ERROR")
+    try:
+        other = nanobot.start_agent()
+    finally:
+        logger.remove(sink)
+        uninstall()
+    try:
+        assert not {"lineup", *CARDS} & set(other.agent_loop.tools.tool_names)
+        assert "read_file" in other.agent_loop.tools.tool_names  # nanobot itself started
+        assert "Failed to register tool" in "".join(logged) and "lineup setting 'port'" in "".join(logged)
+    finally:
+        other.close()

@@ -80,7 +80,8 @@ class DispatcherTool(LineUpTool):
 
     @classmethod
     def enabled(cls, ctx: Any) -> bool:
-        return True
+        """Always, once LineUp's settings and tools loaded (a bad setting raises, naming it)."""
+        return bool(installed())
 
     @property
     def description(self) -> str:
