@@ -22,16 +22,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..base import AgentRuntime, Conversation, ToolHandler
-from ..service import LineUpService
+from .. import AgentRuntime, Conversation, LineUpService, ToolHandler
 from . import compat
 
 if TYPE_CHECKING:
-    from ...protocol.messages import Origin
+    from .. import Origin
 
 
 @dataclass(eq=False)
-class Waiting:
+class AwaitedCall:
     """One LineUp call awaited by a nanobot turn: the turn's task and loop, and whether it was cancelled."""
 
     task: asyncio.Task[Any] | None
@@ -46,7 +45,7 @@ class Waiting:
 
 
 #: the call running on this thread (its context is the awaiting turn's, copied)
-_WAITING: contextvars.ContextVar[Waiting | None] = contextvars.ContextVar("lineup_nanobot_waiting", default=None)
+_WAITING: contextvars.ContextVar[AwaitedCall | None] = contextvars.ContextVar("lineup_nanobot_waiting", default=None)
 
 
 class NanobotRuntime(AgentRuntime):
@@ -57,10 +56,10 @@ class NanobotRuntime(AgentRuntime):
 
     def __init__(self) -> None:
         from ...config.settings import load_settings
-        from ...plugins import load_registry
+        from .. import load_registry
 
         self._schemas: dict[str, dict[str, Any]] = {}
-        self._waiting: set[Waiting] = set()
+        self._waiting: set[AwaitedCall] = set()
         self._lock = threading.Lock()
         self.service = LineUpService(self, load_settings(), load_registry(), role="nanobot")
         self.service.bridge.sync(force=True)
@@ -95,7 +94,7 @@ class NanobotRuntime(AgentRuntime):
         ``sessions`` is nanobot's session manager, where a cancelled call's result is recorded.
         """
         loop = asyncio.get_running_loop()
-        waiting = Waiting(asyncio.current_task(), loop)
+        waiting = AwaitedCall(asyncio.current_task(), loop)
         token = _WAITING.set(waiting)
         context = contextvars.copy_context()
         _WAITING.reset(token)
@@ -145,7 +144,7 @@ class NanobotRuntime(AgentRuntime):
 
     def call_origin(self) -> Origin | None:
         """``cli`` for nanobot's CLI, ``cron`` for a cron job's turn, else ``gateway``; labelled with the chat."""
-        from ...protocol.messages import Origin
+        from .. import Origin
 
         context = compat.request_context()
         if context is None:
