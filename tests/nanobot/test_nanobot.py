@@ -46,6 +46,14 @@ async def app(nanobot: Nanobot) -> Any:
     await connected.close()
 
 
+async def next_status(app: WsApp, state: str) -> Any:
+    """The next ``agent.status`` in ``state`` (with the envelope's conversation id)."""
+    while True:
+        envelope = await app.next("agent.status")
+        if envelope.payload.state == state:  # type: ignore[union-attr]
+            return envelope
+
+
 def chat() -> str:
     """A chat of its own for each test (nanobot keeps a session per chat)."""
     return f"chat-{next(_chats)}"
@@ -91,6 +99,8 @@ async def test_a_choice_answered_on_the_app_reaches_the_model_and_the_card_names
         "result": {"selected": "staging", "index": 1},
     }
     assert CARDS | {"lineup"} <= tool_names(nanobot.llm.requests[0])
+    status = await next_status(app, "idle")  # the App learns when the turn that asked has ended
+    assert status.conversation_id == f"nanobot-telegram:{chat_id}"
 
 
 @bounded
@@ -162,6 +172,7 @@ async def test_the_apps_stop_button_stops_the_turn_and_the_model_sees_cancelled(
     await app.send(AgentStop())
     closed = (await app.next("tool.cancel")).payload
     assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id
+    await next_status(app, "interrupted")
     answer = await next_turn_sees_cancelled(nanobot, chat_id)
     assert (answer["status"], answer["call_id"]) == ("cancelled", card.call_id)
 

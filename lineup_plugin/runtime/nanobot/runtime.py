@@ -1,14 +1,13 @@
-""":class:`NanobotRuntime`: the :class:`~lineup_plugin.runtime.base.AgentRuntime` of a nanobot process.
+""":class:`NanobotRuntime`: the :class:`~lineup_plugin.runtime.AgentRuntime` of a nanobot process.
 
 nanobot awaits a tool's ``execute`` with no time limit and cancels the turn's task on ``/stop``
 or shutdown. So a LineUp call runs the service's blocking call on a thread of its own (the
-card's deadline is the only limit) while ``execute`` awaits it; a cancellation marks the call
-interrupted, waits until the card is withdrawn on every device, records the ``cancelled``
-result as the call's answer in nanobot's turn checkpoint (what the model reads next) and
-re-raises. The App's stop button cancels the turns that wait on a card, as ``/stop`` would.
-
-nanobot gives a plugin tool no way to reach a chat of its own, so App text reaches no turn here
-(the App is told the agent takes no messages).
+card's deadline is its only limit) while ``execute`` awaits it. A cancellation marks the call
+interrupted, waits until the card is withdrawn on every device, records the ``cancelled`` result
+as the call's answer in nanobot's turn checkpoint (what the model reads next) and re-raises.
+The App's stop button cancels the turns that wait on a card, as ``/stop`` would; when a turn
+that asked ends, the App is told (``idle``, ``interrupted`` or ``failed``). nanobot gives a tool
+no chat of its own, so App text reaches no turn (the App is told the agent takes no messages).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class AwaitedCall:
-    """One LineUp call awaited by a nanobot turn: the turn's task and loop, and whether it was cancelled."""
+    """One LineUp call awaited by a nanobot turn (its task, on ``loop``), and whether it was cancelled."""
 
     task: asyncio.Task[Any] | None
     loop: asyncio.AbstractEventLoop
@@ -45,11 +45,11 @@ class AwaitedCall:
 
 
 #: the call running on this thread (its context is the awaiting turn's, copied)
-_WAITING: contextvars.ContextVar[AwaitedCall | None] = contextvars.ContextVar("lineup_nanobot_waiting", default=None)
+_AWAITED: contextvars.ContextVar[AwaitedCall | None] = contextvars.ContextVar("lineup_awaited", default=None)
 
 
 class NanobotRuntime(AgentRuntime):
-    """:class:`AgentRuntime` of a nanobot process, with its :class:`LineUpService` (settings from ``LINEUP_*``)."""
+    """:class:`AgentRuntime` of a nanobot process, with its :class:`LineUpService` (settings: ``LINEUP_*``)."""
 
     name = "nanobot"
     label = "nanobot"
@@ -59,12 +59,13 @@ class NanobotRuntime(AgentRuntime):
         from .. import load_registry
 
         self._schemas: dict[str, dict[str, Any]] = {}
-        self._waiting: set[AwaitedCall] = set()
+        self._awaited: set[AwaitedCall] = set()
+        self._turns: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.service = LineUpService(self, load_settings(), load_registry(), role="nanobot")
         self.service.bridge.sync(force=True)
 
-    # tools: nanobot's list is fixed at its start, so the schemas are kept for the dispatcher ---------
+    # nanobot's tool list is fixed at its start: the schemas are kept for the tools and the dispatcher
 
     def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
         """Keep ``schema`` (calls go through :meth:`call`)."""
@@ -76,60 +77,65 @@ class NanobotRuntime(AgentRuntime):
         with self._lock:
             self._schemas.pop(name, None)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """Every LineUp tool's function schema: built-in, plugin and (in the serving process) App-declared."""
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Every LineUp tool's function schema by name: built-in, plugin and (when serving) App-declared."""
         with self._lock:
-            return list(self._schemas.values())
-
-    def schema(self, name: str) -> dict[str, Any] | None:
-        """The function schema of tool ``name``, if known here."""
-        with self._lock:
-            return self._schemas.get(name)
-
-    # one call --------------------------------------------------------------------------------
+            return dict(self._schemas)
 
     async def call(self, name: str, arguments: dict[str, Any], sessions: Any = None) -> str:
         """Call LineUp tool ``name`` for the nanobot turn awaiting this; the result's JSON for the model.
 
         ``sessions`` is nanobot's session manager, where a cancelled call's result is recorded.
         """
-        loop = asyncio.get_running_loop()
-        waiting = AwaitedCall(asyncio.current_task(), loop)
-        token = _WAITING.set(waiting)
+        awaited = AwaitedCall(asyncio.current_task(), asyncio.get_running_loop())
+        token = _AWAITED.set(awaited)
         context = contextvars.copy_context()
-        _WAITING.reset(token)
+        _AWAITED.reset(token)
+        self._follow(awaited.task)
         outcome: concurrent.futures.Future[str] = concurrent.futures.Future()
 
         def work() -> None:
             try:
                 outcome.set_result(context.run(self.service.bridge.handler(name), arguments))
-            except BaseException as exc:  # the bridge gives every failure as a result; this is a bug
+            except BaseException as exc:  # the bridge gives every failure as a result: a bug
                 outcome.set_exception(exc)
 
         done = asyncio.wrap_future(outcome)
         with self._lock:
-            self._waiting.add(waiting)
+            self._awaited.add(awaited)
         threading.Thread(target=work, name=f"lineup-{name}", daemon=True).start()
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
-            waiting.cancelled.set()
+            awaited.cancelled.set()
             while not done.done():  # the card is withdrawn within the runner's cancel grace
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(done)
-                except asyncio.CancelledError:
-                    continue
             session_key = getattr(compat.request_context(), "session_key", None)
             compat.record_result(sessions, session_key, name, arguments, done.result())
             raise
         finally:
             with self._lock:
-                self._waiting.discard(waiting)
+                self._awaited.discard(awaited)
+
+    def _follow(self, task: asyncio.Task[Any] | None) -> None:
+        """Tell the App when the turn ``task`` ends (once per turn)."""
+        if task is None or task in self._turns:
+            return
+        self._turns.add(task)
+        conversation = self.conversation()
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            state = "interrupted" if task.cancelled() else "failed" if task.exception() else "idle"
+            report = self.service.report_status  # it may reach the serving process: off nanobot's loop
+            threading.Thread(target=report, args=(state,), kwargs={"conversation": conversation}, daemon=True).start()
+
+        task.add_done_callback(ended)
 
     def is_interrupted(self) -> bool:
         """Whether the nanobot turn awaiting the call on this thread was cancelled."""
-        waiting = _WAITING.get()
-        return waiting is not None and waiting.cancelled.is_set()
+        awaited = _AWAITED.get()
+        return awaited is not None and awaited.cancelled.is_set()
 
     def heartbeat(self, label: str, started: float) -> None:
         """Nothing: nanobot awaits a tool without a time limit."""
@@ -143,7 +149,7 @@ class NanobotRuntime(AgentRuntime):
         return Conversation(f"nanobot-{key}"[:200], f"nanobot {context.channel} · {context.chat_id}"[:200])
 
     def call_origin(self) -> Origin | None:
-        """``cli`` for nanobot's CLI, ``cron`` for a cron job's turn, else ``gateway``; labelled with the chat."""
+        """``cli`` for nanobot's CLI, ``cron`` (the job) for a cron job's turn, else ``gateway`` (the chat)."""
         from .. import Origin
 
         context = compat.request_context()
@@ -157,8 +163,6 @@ class NanobotRuntime(AgentRuntime):
             label=f"nanobot {context.channel} · {context.chat_id}"[:120],
         )
 
-    # messages and runs ------------------------------------------------------------------------
-
     def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
         """False: nanobot's chats live in its own channels."""
         return False
@@ -166,13 +170,13 @@ class NanobotRuntime(AgentRuntime):
     def interrupt(self, message: str | None = None) -> bool:
         """Cancel every turn of this process that waits on a LineUp card, as ``/stop`` does."""
         with self._lock:
-            waiting = list(self._waiting)
-        for one in waiting:
+            awaited = list(self._awaited)
+        for one in awaited:
             one.stop()
-        return bool(waiting)
+        return bool(awaited)
 
     def steer(self, text: str) -> bool:
-        """False: a plugin cannot add to a nanobot turn."""
+        """False: a tool cannot add to a nanobot turn."""
         return False
 
 

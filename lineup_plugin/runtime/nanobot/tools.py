@@ -1,4 +1,4 @@
-"""LineUp's nanobot tools, registered through nanobot's ``nanobot.tools`` entry points.
+"""LineUp's nanobot tools, found by nanobot through the entry-point group ``nanobot.tools``.
 
 One tool per built-in card (``choice``, ``confirm``, ``input``, ``canvas``, ``calculator``), named
 and described as in Hermes, and the dispatcher ``lineup`` for every other LineUp tool: those of
@@ -15,7 +15,6 @@ from .compat import Tool
 from .runtime import installed
 
 BUILTIN = ("choice", "confirm", "input", "canvas", "calculator")
-
 DISPATCHER_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -38,8 +37,8 @@ class LineUpTool(Tool):  # type: ignore[misc]  # nanobot is not typed here
 
     @classmethod
     def enabled(cls, ctx: Any) -> bool:
-        """Whether LineUp has this tool (a built-in one may be blocked with ``LINEUP_BLOCK_PLUGINS``)."""
-        return installed().schema(cls.tool_name) is not None
+        """Whether LineUp has the tool (a built-in one may be blocked); a bad setting raises, naming it."""
+        return cls.tool_name in installed().schemas()
 
     @classmethod
     def create(cls, ctx: Any) -> LineUpTool:
@@ -52,12 +51,11 @@ class LineUpTool(Tool):  # type: ignore[misc]  # nanobot is not typed here
 
     @property
     def description(self) -> str:
-        return str((installed().schema(self.tool_name) or {}).get("description", ""))
+        return str(installed().schemas().get(self.tool_name, {}).get("description", ""))
 
     @property
     def parameters(self) -> dict[str, Any]:
-        schema = installed().schema(self.tool_name) or {}
-        return dict(schema.get("parameters") or {"type": "object", "properties": {}})
+        return dict(installed().schemas().get(self.tool_name, {}).get("parameters") or {"type": "object"})
 
     async def execute(self, **kwargs: Any) -> str:
         """Show the card and wait for its end: JSON with ``status``, ``result`` and a ``hint``."""
@@ -73,7 +71,7 @@ ChoiceTool, ConfirmTool, InputTool, CanvasTool, CalculatorTool = (card_tool(name
 
 
 class DispatcherTool(LineUpTool):
-    """``lineup``: any LineUp tool by name, for tools nanobot's fixed list could not include."""
+    """``lineup``: any LineUp tool by name, for the tools nanobot's fixed list could not include."""
 
     _plugin_discoverable = True
     tool_name = "lineup"
@@ -85,12 +83,13 @@ class DispatcherTool(LineUpTool):
 
     @property
     def description(self) -> str:
-        others = [schema for schema in installed().schemas() if schema["name"] not in BUILTIN]
-        listed = "".join(f"\n- {schema['name']}: {schema.get('description', '')}" for schema in others)
+        others = "".join(
+            f"\n- {n}: {s.get('description', '')}" for n, s in installed().schemas().items() if n not in BUILTIN
+        )
         return (
             "Use a tool on the user's phone (LineUp App) that has no tool of its own here: one a LineUp plugin "
             "or the App declares. Give its name and arguments; you get JSON with its status and result. "
-            "Call with an empty `tool` to list the tools available now, with their parameters." + listed
+            "Call with an empty `tool` to list the tools available now, with their parameters." + others
         )
 
     @property
@@ -101,5 +100,5 @@ class DispatcherTool(LineUpTool):
         """Call tool ``kwargs['tool']`` with ``kwargs['arguments']``, or list the tools when it is empty."""
         name = str(kwargs.get("tool") or "").strip()
         if not name:
-            return json.dumps({"tools": installed().schemas()}, ensure_ascii=False)
+            return json.dumps({"tools": list(installed().schemas().values())}, ensure_ascii=False)
         return await installed().call(name, dict(kwargs.get("arguments") or {}), self.sessions)
