@@ -13,7 +13,6 @@ The App is :class:`tests.wsapp.WsApp`, a real WebSocket client.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import os
 import queue
@@ -66,7 +65,7 @@ class Agent:
     nanobot: Nanobot
     agent_loop: Any
     replies: dict[str, queue.Queue[str]] = field(default_factory=dict)
-    tasks: list[concurrent.futures.Future[Any]] = field(default_factory=list)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def send(self, chat_id: str, text: str, channel: str = "telegram") -> None:
         """A message from chat ``chat_id`` of ``channel``, as nanobot's channel would publish it."""
@@ -90,8 +89,13 @@ class Agent:
         """Shut the loop down as nanobot's gateway does (``AgentLoop.aclose``: its turns are cancelled)."""
         self.agent_loop.stop()
         self.nanobot.run(self.agent_loop.aclose())
-        for task in self.tasks:
-            task.cancel()
+
+        async def end() -> None:
+            for task in self.tasks:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+        self.nanobot.run(end())
 
 
 @dataclass
@@ -119,9 +123,11 @@ class Nanobot:
                 load_config(self.home / "config.json"), MessageBus(), tool_registry=ToolRegistry()
             )
 
+        async def start(agent: Agent) -> list[asyncio.Task[Any]]:
+            return [asyncio.create_task(agent.agent_loop.run()), asyncio.create_task(agent.route_replies())]
+
         agent = Agent(self, self.run(make()))
-        for work in (agent.agent_loop.run(), agent.route_replies()):
-            agent.tasks.append(asyncio.run_coroutine_threadsafe(work, self.loop))
+        agent.tasks = self.run(start(agent))
         return agent
 
     @property
