@@ -47,7 +47,7 @@ def record_result(sessions: Any, session_key: str | None, name: str, arguments: 
     if not isinstance(pending, list):
         return False
     named = [call for call in pending if isinstance(call, dict) and call.get("function", {}).get("name") == name]
-    same = [call for call in named if _arguments(call) == arguments]
+    same = [call for call in named if _parsed(call["function"].get("arguments")) == arguments]
     if not (same or named):
         return False
     call = (same or named)[0]
@@ -57,8 +57,7 @@ def record_result(sessions: Any, session_key: str | None, name: str, arguments: 
     return True
 
 
-def _arguments(call: dict[str, Any]) -> Any:
-    raw = call.get("function", {}).get("arguments")
+def _parsed(raw: Any) -> Any:
     try:
         return json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:

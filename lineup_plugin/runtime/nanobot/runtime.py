@@ -37,12 +37,6 @@ class AwaitedCall:
     loop: asyncio.AbstractEventLoop
     cancelled: threading.Event = field(default_factory=threading.Event)
 
-    def stop(self) -> None:
-        """Cancel the turn that waits (as ``/stop`` does), from any thread."""
-        if self.task is not None:
-            with contextlib.suppress(RuntimeError):  # a closed loop: nothing waits any more
-                self.loop.call_soon_threadsafe(self.task.cancel)
-
 
 #: the call running on this thread (its context is the awaiting turn's, copied)
 _AWAITED: contextvars.ContextVar[AwaitedCall | None] = contextvars.ContextVar("lineup_awaited", default=None)
@@ -172,7 +166,9 @@ class NanobotRuntime(AgentRuntime):
         with self._lock:
             awaited = list(self._awaited)
         for one in awaited:
-            one.stop()
+            if one.task is not None:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nothing waits any more
+                    one.loop.call_soon_threadsafe(one.task.cancel)
         return bool(awaited)
 
     def steer(self, text: str) -> bool:
