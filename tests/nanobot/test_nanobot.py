@@ -245,3 +245,18 @@ def test_a_bad_setting_keeps_lineups_tools_out_and_nanobots_log_says_why(
         assert "Failed to register tool" in "".join(logged) and "lineup setting 'port'" in "".join(logged)
     finally:
         other.close()
+
+
+@bounded
+async def test_bad_calls_through_the_dispatcher_reach_the_model_as_clear_failures(nanobot: Nanobot, app: WsApp) -> None:
+    chat_id = chat()
+    nanobot.llm.reset(
+        call("lineup", tool="no_such_tool", arguments={}),
+        call("lineup", tool="choice", arguments={"question": 5, "options": []}),
+        say("Sorry."),
+    )
+    await nanobot.agent.send(chat_id, "do odd things")
+    assert await nanobot.agent.reply(chat_id) == "Sorry."
+    unknown, invalid = (m["json"] for m in answers(nanobot))
+    assert unknown["status"] == "failed" and "unknown tool 'no_such_tool'" in unknown["result"]["message"]
+    assert invalid["status"] == "failed" and invalid["result"]["error"] == "invalid_arguments"
