@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import ToolCall
+from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from lineup_plugin.runtime.nanobot.runtime import installed
 from tests.e2e.hermes_harness import TOKEN, cli_home, within
 from tests.fakes.llm import Turn, call, say, tool_messages
@@ -139,3 +139,23 @@ async def test_nanobot_asks_through_a_hermes_gateway_and_takes_over_when_it_is_k
         assert installed().service.serving
         await app.close()
     assert gateway.returncode == -signal.SIGKILL
+
+
+@bounded
+async def test_stop_in_nanobot_withdraws_its_card_from_the_app_a_hermes_gateway_serves(
+    shared: tuple[Nanobot, Path, int],
+) -> None:
+    nanobot, home, port = shared
+    nanobot.llm.reset(*[ask_then_answer] * 4)
+    installed().service.stop()
+    with hermes("gateway", "run", home=home):
+        app = await app_on(port)
+        await nanobot.agent.send("chat-2", "pick a colour")
+        card = await card_of(app, "gateway")  # forwarded by nanobot
+        await nanobot.agent.send("chat-2", "/stop")
+        closed = (await app.next("tool.cancel")).payload
+        assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id
+        assert await nanobot.agent.reply("chat-2") == "Stopped 1 task(s)."
+        await nanobot.agent.send("chat-2", "and now?")
+        assert await nanobot.agent.reply("chat-2") == "picked cancelled"  # the model read cancelled
+        await app.close()
