@@ -255,6 +255,20 @@ def cli_home(hermes: Hermes, home: Path, port: int) -> Path:
     return home
 
 
+@contextmanager
+def background(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``command`` running in the background with ``env``, its output captured; killed at the end if still running."""
+    with subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as running:
+        try:
+            yield running
+        finally:
+            if running.poll() is None:
+                running.kill()
+            running.communicate(timeout=30)
+
+
 def hermes_chat(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``hermes chat --toolsets lineup <args>`` (the installed command) in ``home``; its output, as text.
 

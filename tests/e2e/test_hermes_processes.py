@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,7 +33,7 @@ from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from tests.fakes.llm import ScriptedLLM, Turn, call, last_user_text, say, tool_messages
 from tests.wsapp import WsApp
 
-from .hermes_harness import TOKEN, cli_home, within
+from .hermes_harness import TOKEN, background, cli_home, within
 
 pytestmark = [
     pytest.mark.hermes,
@@ -86,23 +86,9 @@ def environ(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def process(*command: str, home: Path, **extra: str) -> Iterator[subprocess.Popen[str]]:
+def process(*command: str, home: Path, **extra: str) -> AbstractContextManager[subprocess.Popen[str]]:
     """``hermes <command>`` running in the background in ``home``; killed at the end if still running."""
-    with subprocess.Popen(
-        [HERMES, *command],
-        env=environ(home, **extra),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as running:
-        try:
-            yield running
-        finally:
-            if running.poll() is None:
-                running.kill()
-            running.communicate(timeout=30)
+    return background([HERMES, *command], environ(home, **extra))
 
 
 def chat(prompt: str, home: Path) -> Any:

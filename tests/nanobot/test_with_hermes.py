@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +25,7 @@ import pytest
 
 from lineup_plugin.protocol.messages import ToolCall, ToolCancel
 from lineup_plugin.runtime.nanobot.runtime import installed
-from tests.e2e.hermes_harness import TOKEN, cli_home, within
+from tests.e2e.hermes_harness import TOKEN, background, cli_home, within
 from tests.fakes.llm import Turn, call, say, tool_messages
 from tests.wsapp import WsApp
 
@@ -68,25 +68,10 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Nanobot, 
         yield nanobot, home, port
 
 
-@contextmanager
-def hermes(*command: str, home: Path) -> Iterator[subprocess.Popen[str]]:
+def hermes(*command: str, home: Path) -> AbstractContextManager[subprocess.Popen[str]]:
     """``hermes <command>`` in the background in ``home``; killed at the end if still running."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "HERMES_", "_HERMES"))}
-    env.update(HERMES_HOME=str(home), HOME=str(home))
-    with subprocess.Popen(
-        [hermes_bin(), *command],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as running:
-        try:
-            yield running
-        finally:
-            if running.poll() is None:
-                running.kill()
-            running.communicate(timeout=30)
+    return background([hermes_bin(), *command], {**env, "HERMES_HOME": str(home), "HOME": str(home)})
 
 
 async def app_on(port: int, open_calls: list[str] | None = None) -> WsApp:

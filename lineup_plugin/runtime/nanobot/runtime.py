@@ -52,29 +52,21 @@ class NanobotRuntime(AgentRuntime):
         from ...config.settings import load_settings
         from .. import load_registry
 
-        self._schemas: dict[str, dict[str, Any]] = {}
         self._awaited: set[AwaitedCall] = set()
         self._turns: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.service = LineUpService(self, load_settings(), load_registry(), role="nanobot")
         self.service.bridge.sync(force=True)
 
-    # nanobot's tool list is fixed at its start: the schemas are kept for the tools and the dispatcher
-
     def register_tool(self, schema: dict[str, Any], handler: ToolHandler) -> None:
-        """Keep ``schema`` (calls go through :meth:`call`)."""
-        with self._lock:
-            self._schemas[schema["name"]] = schema
+        """Nothing: nanobot's tool list is fixed at its start (the tools read ``service.bridge.schemas()``)."""
 
     def unregister_tool(self, name: str) -> None:
-        """Forget ``name``."""
-        with self._lock:
-            self._schemas.pop(name, None)
+        """Nothing (see :meth:`register_tool`)."""
 
     def schemas(self) -> dict[str, dict[str, Any]]:
         """Every LineUp tool's function schema by name: built-in, plugin and (when serving) App-declared."""
-        with self._lock:
-            return dict(self._schemas)
+        return self.service.bridge.schemas()
 
     async def call(self, name: str, arguments: dict[str, Any], sessions: Any = None) -> str:
         """Call LineUp tool ``name`` for the nanobot turn awaiting this; the result's JSON for the model.
