@@ -25,6 +25,12 @@ def request_context() -> Any:
     return current_request_context()
 
 
+def dispatched_turn(task: Any) -> bool:
+    """Whether ``task`` is a turn nanobot's agent loop runs from its bus (``AgentLoop._dispatch``), which it
+    cancels itself on ``/stop``; not a direct run (``nanobot agent -m``, the SDK) whose caller owns the task."""
+    return getattr(task.get_coro(), "__qualname__", "") == "AgentLoop._dispatch"
+
+
 def cron_job(context: Any) -> str | None:
     """The cron job's name when ``context`` is a cron job's turn, else None."""
     trigger = (getattr(context, "metadata", None) or {}).get(CRON_TRIGGER)

@@ -154,13 +154,16 @@ class NanobotRuntime(AgentRuntime):
         return False
 
     def interrupt(self, message: str | None = None) -> bool:
-        """Cancel every turn of this process that waits on a LineUp card, as ``/stop`` does."""
+        """Stop every turn of this process that waits on a card: a bus turn is cancelled as by ``/stop``; a
+        direct run's call ends ``cancelled`` (its caller owns the task)."""
         with self._lock:
             awaited = list(self._awaited)
         for one in awaited:
-            if one.task is not None:
+            if one.task is not None and compat.dispatched_turn(one.task):
                 with contextlib.suppress(RuntimeError):  # a closed loop: nothing waits any more
                     one.loop.call_soon_threadsafe(one.task.cancel)
+            else:
+                one.cancelled.set()
         return bool(awaited)
 
     def steer(self, text: str) -> bool:
