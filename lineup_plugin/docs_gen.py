@@ -148,18 +148,17 @@ def messages_reference(schema_dir: Path = SCHEMA_DIR) -> str:
         payloads.add(payload_name)
         payload = schema["$defs"][payload_name]
         out += [
-            f"### {kind} {{#{_anchor('msg-' + kind)}}}",
+            f"### {kind} {{#{_anchor(payload_name)}}}",  # where a link to the payload's definition lands
             "",
-            f'`"type": "{TYPE_PREFIX}{kind}"`, payload [{payload_name}](#{_anchor(payload_name)}); '
-            f"schema `lineup_plugin/schemas/{file_name}`.",
+            f'`"type": "{TYPE_PREFIX}{kind}"`, payload `{payload_name}`; schema `lineup_plugin/schemas/{file_name}`.',
             "",
             _text(payload.get("description")),
             "",
             _fields_table(payload),
             "",
         ]
-    out += ["## Definitions", "", "The objects the messages above hold, each once.", ""]
-    for name in sorted(shared):
+    out += ["## Definitions", "", "The other objects the messages above hold, each once.", ""]
+    for name in sorted(set(shared) - payloads):
         definition = shared[name]
         out += [f"### {name} {{#{_anchor(name)}}}", ""]
         if definition.get("description"):
