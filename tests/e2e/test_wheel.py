@@ -12,6 +12,7 @@ example's tools) and a one-shot ``hermes chat`` whose scripted model asks a choi
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import os
@@ -184,28 +185,17 @@ async def test_a_one_shot_hermes_chat_gets_its_card_answered_over_the_app(instal
     with ScriptedLLM() as llm:
         llm.reset(ask_then_answer, ask_then_answer)
         home = installed.home(tmp_path / "home", llm, port)
-        command = [str(installed.bin / "hermes"), "chat", "--toolsets", "lineup", "-Q", "-q", "pick a colour"]
-        # not a terminal, so app_grace would be 0: let the call wait for the App that connects below
-        env = environ(HERMES_HOME=str(home), LINEUP_APP_GRACE="60")
-        with subprocess.Popen(
-            command,
-            env=env,
-            cwd=OUTSIDE,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as chat:
-            try:
-                app = await WsApp.reconnecting(port, TOKEN, attempts=2400)
-                card = await app.next_call()
-                assert (card.name, card.arguments["question"]) == ("choice", "pick a colour?")
-                await app.answer(card, selected="blue", index=1)
-                out, err = await anyio.to_thread.run_sync(functools.partial(chat.communicate, timeout=WAIT))
-                await app.close()
-            finally:
-                if chat.poll() is None:
-                    chat.kill()
-    assert chat.returncode == 0, err
-    assert "pick a colour: blue" in out
+        # not a terminal, so app_grace would be 0: the call waits for the App that connects below
+        chat = functools.partial(
+            run, installed.bin / "hermes", "chat", "--toolsets", "lineup", "-Q", "-q", "pick a colour",
+            HERMES_HOME=str(home), LINEUP_APP_GRACE="60",
+        )  # fmt: skip
+        asking = asyncio.ensure_future(anyio.to_thread.run_sync(chat))
+        app = await WsApp.reconnecting(port, TOKEN, attempts=2400)
+        card = await app.next_call()
+        assert (card.name, card.arguments["question"]) == ("choice", "pick a colour?")
+        await app.answer(card, selected="blue", index=1)
+        done = await asking
+        await app.close()
+    assert "pick a colour: blue" in done.stdout
     assert not llm.errors
