@@ -20,6 +20,7 @@ import lineup_plugin
 from lineup_plugin.cli import main
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.docs_gen import BEGIN, DOCS_DIR, END, stale_pages, type_of, write
+from lineup_plugin.docs_gen import main as docs_gen
 from lineup_plugin.protocol import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,11 @@ INDEX_INSTALL = re.compile(r"pip install [\"']?lineup-plugin(?>\[[a-z,]+\])?(?![
 
 def test_generated_pages_are_not_stale() -> None:
     assert stale_pages() == [], "run: python -m lineup_plugin.docs_gen"
+
+
+def test_the_check_command_passes_on_the_committed_pages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert docs_gen(["--check"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_the_stale_check_notices_a_changed_region_and_a_missing_one(tmp_path: Path) -> None:
