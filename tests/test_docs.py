@@ -150,3 +150,12 @@ def test_the_changelog_has_an_unreleased_section_and_one_for_this_version() -> N
     headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
     assert headings[0] == "Unreleased"
     assert lineup_plugin.__version__ in headings
+
+
+def test_versions_quoted_in_install_steps_are_this_version() -> None:
+    """The wheel's file name and ``hermes plugins list``'s line, as the README and the docs quote them."""
+    quoted = re.compile(r"lineup_plugin-(\d+\.\d+\.\d+\w*)|entrypoint\s+(\d+\.\d+\.\d+\w*)")
+    for path in [README, *DOCS_DIR.glob("*.md")]:
+        for match in quoted.finditer(path.read_text()):
+            version = match.group(1) or match.group(2)
+            assert version == lineup_plugin.__version__, f"{path.name} quotes version {version}: {match.group(0)}"
