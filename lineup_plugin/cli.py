@@ -9,7 +9,8 @@
   error rates, from the store's audit log (see :mod:`lineup_plugin.stats`);
 - ``lineup pair [--link APP_URL | --revoke]``: the relay pairing: who is paired, a link that opens
   an exported App already paired, or revoke every pairing;
-- ``lineup app export DIR``: the App as static files for an HTTPS static host.
+- ``lineup app export DIR``: the App as static files for an HTTPS static host;
+- ``lineup --version``: the installed version.
 
 Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
 prints what is wrong and exits with status 2; any other LineUp error exits with status 1.
@@ -26,6 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import __version__
 from .config.settings import Settings, load_settings
 from .errors import ConfigError, LineUpError, StoreBusyError, TransportError
 from .plugins import load_registry
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lineup``."""
     parser = argparse.ArgumentParser(prog="lineup", description="LineUp: agent tools that live on the user's App.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the server does")
+    parser.add_argument("--version", action="version", version=f"lineup {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="serve the App with a scripted agent that uses every built-in tool")
