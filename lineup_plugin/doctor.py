@@ -1,0 +1,530 @@
+"""``lineup doctor``: what stands between this machine and a working LineUp, each with its fix.
+
+Each check looks at one thing and ends ``pass``, ``fail`` (with a one-line fix) or ``skip`` (not
+applicable here, and why):
+
+- ``settings``: LineUp's settings (``plugins.entries.lineup`` of Hermes' config.yaml overlaid with
+  ``LINEUP_*`` variables) are valid;
+- ``files``: the data directory is 0700 and the secret files in it (:data:`SECRET_FILES`, and
+  the call store) are readable by this user only;
+- ``port``: the App's port is free, or served by a LineUp process (named from the server lock),
+  or held by another program;
+- ``forwarding``: the serving LineUp process answers on its forwarding socket;
+- ``hermes``: Hermes finds the plugin and enables it, as ``hermes plugins list`` says;
+- ``app``: the App answers at the address LineUp prints (the LAN address when it listens on
+  every interface);
+- ``relay``: the WuKongIM server answers ``GET /route`` and accepts the agent's login;
+- ``push``: the push keys are present when push is on.
+
+Every network step has a timeout (:data:`TIMEOUT`); a check that raises unexpectedly fails with
+the error's message, and the others still run. :func:`run` returns the findings;
+:func:`report` prints them, as text or JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import re
+import socket
+import stat
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from .config.check import given_settings
+from .config.schema import SCHEMA
+from .errors import ConfigError, RelayAuthError, RelayError, RelayTimeoutError
+from .runtime.lock import Owner, ServerLock
+
+if TYPE_CHECKING:
+    from .config.settings import Settings, WuKongIMSettings
+
+#: seconds any one network step may take
+TIMEOUT = 3.0
+#: files in the data directory that hold secrets (mode 0600); a feature that keeps a secret there adds its name
+SECRET_FILES: list[str] = ["token", "pairing.json", "forward.token"]
+#: files in the data directory that push needs, once push is on (the push feature names its VAPID key file here)
+PUSH_KEY_FILES: list[str] = []
+#: the plugin's name in Hermes
+PLUGIN = "lineup"
+#: where a setting is written, for fix lines
+WHERE = "plugins.entries.lineup in Hermes' config.yaml, or LINEUP_{} in the environment"
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check: ``detail`` says what was found, ``fix`` (on a failure) what to do."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def passed(name: str, detail: str) -> Finding:
+    """A check that found nothing wrong."""
+    return Finding(name, "pass", detail)
+
+
+def failed(name: str, detail: str, fix: str) -> Finding:
+    """A check that found something wrong, and the one line that fixes it."""
+    return Finding(name, "fail", detail, fix)
+
+
+def skipped(name: str, detail: str) -> Finding:
+    """A check that does not apply here (``detail`` says why): it does not fail the run."""
+    return Finding(name, "skip", detail)
+
+
+@dataclass
+class Context:
+    """What the checks share: the settings as given, and what the earlier checks learned.
+
+    ``section`` is LineUp's section of Hermes' config (None: read it from Hermes, if installed);
+    ``data_dir`` overrides the data directory setting (``--data-dir``).
+    """
+
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    section: Mapping[str, Any] | None = None
+    data_dir: Path | None = None
+    timeout: float = TIMEOUT
+    #: the validated settings, once the ``settings`` check accepted them
+    settings: Settings | None = None
+    _owner: tuple[Owner | None] | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The settings as given (not validated); raises ConfigError for a malformed section or variable."""
+        section = self.section
+        if section is None:
+            section = hermes_section()
+        data = given_settings(section, self.environ)
+        if self.data_dir is not None:
+            data["data_dir"] = str(self.data_dir)
+        return data
+
+    def owner(self) -> Owner | None:
+        """The LineUp process that serves now for this data directory (from the server lock), or None."""
+        if self._owner is None:
+            assert self.settings is not None
+            self._owner = (serving_owner(self.settings.data_dir),)
+        return self._owner[0]
+
+
+def hermes_section() -> dict[str, Any]:
+    """LineUp's section of Hermes' config.yaml (``{}`` when Hermes is not installed here)."""
+    try:
+        from .runtime.hermes import compat
+        from .runtime.hermes.common import plugin_section
+
+        if not Path(compat.config_path()).is_file():
+            return {}  # Hermes would read only its defaults (and reading them makes its home directory)
+        return plugin_section()
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("hermes"):
+            return {}
+        raise
+
+
+def serving_owner(data_dir: Path) -> Owner | None:
+    """The process the server lock names, if it is alive (a killed owner leaves its line behind)."""
+    owner = ServerLock(data_dir).owner()
+    return owner if owner is not None and _alive(owner.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - os.kill(pid, 0) would end the process there
+        return True
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # alive, another user's
+    except OSError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------- the checks
+
+
+def check_settings(ctx: Context) -> Finding:
+    """LineUp's settings are valid (what the plugin reads at every Hermes start)."""
+    from .config.settings import validated_settings
+
+    try:
+        ctx.settings = validated_settings(ctx.given())
+    except ConfigError as exc:
+        names = list(dict.fromkeys(re.findall(r"lineup setting '([^']+)'", str(exc)))) or ["it"]
+        variables = ", ".join(
+            "LINEUP_" + name.replace(".", "_").upper() for name in names if name.split(".")[0] in SCHEMA["properties"]
+        )
+        where = f"plugins.entries.lineup in Hermes' config.yaml, or {variables or 'the LINEUP_* variable'}"
+        return failed("settings", str(exc), f"correct {', '.join(names)} in {where}")
+    s = ctx.settings
+    return passed("settings", f"valid: {s.effective_mode} mode, data dir {s.data_dir}")
+
+
+def check_files(ctx: Context) -> Finding:
+    """The data directory is 0700 and its secret files 0600, all this user's."""
+    settings = _needs_settings(ctx)
+    data_dir = settings.data_dir
+    if not data_dir.exists():
+        return passed("files", f"{data_dir} does not exist yet (LineUp makes it 0700 at its first start)")
+    problems: list[str] = []
+    chmods: dict[str, list[str]] = {"700": [], "600": []}
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    paths = [(data_dir, 0o700)] + [(data_dir / name, 0o600) for name in SECRET_FILES]
+    if settings.store == "sqlite":
+        paths.append((settings.database, 0o600))
+    for path, wanted in paths:
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        if uid is not None and info.st_uid != uid:
+            problems.append(f"{path} belongs to uid {info.st_uid}, not this user ({uid})")
+        elif mode & 0o077:
+            problems.append(f"{path} is mode {mode:04o}: other users can {'list' if wanted == 0o700 else 'read'} it")
+            chmods[f"{wanted:o}"].append(_quote(path))
+    if not problems:
+        return passed("files", f"{data_dir} is 0700 and its secret files 0600")
+    fixes = [f"chmod {mode} {' '.join(paths)}" for mode, paths in chmods.items() if paths]
+    fix = " && ".join(fixes) if fixes else f"chown -R $(id -un) {_quote(data_dir)}"
+    return failed("files", "; ".join(problems), fix)
+
+
+def check_port(ctx: Context) -> Finding:
+    """The App's port is free, served by a LineUp process, or held by another program (which)."""
+    settings = _needs_settings(ctx)
+    if settings.effective_mode == "relay":
+        return skipped("port", "relay mode opens no port")
+    host, port = settings.host, settings.port
+    if port == 0:
+        return skipped("port", "port 0: a free port is picked at each start")
+    where = f"{host}:{port}"
+    error = _try_bind(host, port)
+    if error is None:
+        owner = ctx.owner()
+        note = f" (the serving LineUp process, {owner}, has no App server on it)" if owner else ""
+        return passed("port", f"{where} is free: LineUp can listen on it{note}")
+    if error.errno == errno.EADDRINUSE:
+        owner = ctx.owner()
+        if owner is not None:
+            return passed("port", f"{where} is served by LineUp: {owner}")
+        holder = _listener(port)
+        who = f" ({holder})" if holder else ""
+        return failed(
+            "port",
+            f"{where} is held by another program{who}, not by LineUp",
+            f"stop that program, or give LineUp another port: port in {WHERE.format('PORT')}",
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return failed(
+            "port",
+            f"host {host!r} is not an address of this machine",
+            f"set host to 0.0.0.0 (every interface) or one of this machine's addresses in {WHERE.format('HOST')}",
+        )
+    if error.errno == errno.EACCES:
+        return failed("port", f"{where}: {error.strerror}", f"use a port from 1024 up: port in {WHERE.format('PORT')}")
+    return failed("port", f"{where}: {error}", f"check host and port in {WHERE.format('HOST/PORT')}")
+
+
+def check_forwarding(ctx: Context) -> Finding:
+    """The serving process answers on its forwarding socket (the other agent processes ask through it)."""
+    from .runtime.forward import TOKEN_FILE, platform_supported, socket_path
+
+    settings = _needs_settings(ctx)
+    if not platform_supported():
+        return skipped("forwarding", "this system has no Unix sockets for forwarding")
+    owner = ctx.owner()
+    if owner is None:
+        return skipped("forwarding", "no LineUp process serves now: the socket opens with the server")
+    path = socket_path(settings.data_dir)
+    restart = f"restart the serving process ({owner}): the other agent processes cannot reach it"
+    try:
+        token = (settings.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        return failed("forwarding", f"{owner} serves, but its forwarding token is unreadable: {exc}", restart)
+    try:
+        answer = _say_hello(path, token, ctx.timeout)
+    except TimeoutError:
+        return failed("forwarding", f"{path} did not answer within {ctx.timeout:g} s", restart)
+    except OSError as exc:
+        return failed("forwarding", f"{owner} serves, but {path} does not answer: {exc.strerror or exc}", restart)
+    if answer:
+        return failed("forwarding", f"{path} refused the hello: {answer}", restart)
+    return passed("forwarding", f"{path} answers ({owner})")
+
+
+def check_hermes(ctx: Context) -> Finding:
+    """Hermes finds the plugin and enables it (as ``hermes plugins list`` shows it)."""
+    try:
+        from .runtime.hermes import compat
+
+        standing = compat.plugin_status(PLUGIN)
+        config = compat.config_path()
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("hermes"):
+            raise
+        return skipped("hermes", f"Hermes Agent is not installed in this Python ({sys.executable})")
+    if standing is None:
+        return failed(
+            "hermes",
+            "Hermes does not find the lineup plugin",
+            f"install lineup-plugin into the Python Hermes runs from ({sys.executable} here), e.g. "
+            "`pip install lineup-plugin` in Hermes' virtualenv",
+        )
+    status, source = standing
+    if status != "enabled":
+        why = "it is in plugins.disabled" if status == "disabled" else "it is not in plugins.enabled"
+        return failed("hermes", f"Hermes finds lineup ({source}) but {why} of {config}", "hermes plugins enable lineup")
+    return passed("hermes", f"Hermes finds lineup ({source}) and enables it ({config})")
+
+
+def check_app(ctx: Context) -> Finding:
+    """The App answers ``GET /`` at the address LineUp prints for it."""
+    import httpx
+
+    from .transports.direct.server import lan_address
+
+    settings = _needs_settings(ctx)
+    if settings.effective_mode == "relay":
+        return skipped("app", "relay mode: the App connects through the relay, not to this machine")
+    owner = ctx.owner()
+    if owner is None:
+        return skipped("app", "no LineUp process serves the App now (this check runs while one does)")
+    host = settings.host if settings.host not in ("", "0.0.0.0", "::") else lan_address()
+    url = f"http://{f'[{host}]' if ':' in host else host}:{settings.port}/"
+    firewall = f"let phones reach TCP port {settings.port} (firewall, e.g. `sudo ufw allow {settings.port}/tcp`)"
+    try:
+        with httpx.Client(timeout=ctx.timeout, trust_env=False) as http:
+            response = http.get(url)
+    except httpx.TimeoutException:
+        return failed("app", f"{url} did not answer within {ctx.timeout:g} s ({owner} serves)", firewall)
+    except httpx.HTTPError as exc:
+        listen = f"make LineUp listen there: host 0.0.0.0 in {WHERE.format('HOST')}"
+        return failed("app", f"{url} cannot be reached: {exc}", listen if settings.host != "0.0.0.0" else firewall)
+    if response.status_code == 421:
+        return failed(
+            "app", f"{url} refused its own address", f"add {host} to allowed_hosts in {WHERE.format('ALLOWED_HOSTS')}"
+        )
+    if response.status_code != 200 or "html" not in response.headers.get("content-type", ""):
+        return failed(
+            "app", f"{url} answered {response.status_code}, not the App", f"restart the serving process ({owner})"
+        )
+    only_here = " (from this machine only: host is loopback)" if host in ("127.0.0.1", "localhost", "::1") else ""
+    return passed("app", f"the App answers at {url}{only_here}")
+
+
+def check_relay(ctx: Context) -> Finding:
+    """The WuKongIM server answers ``GET /route`` and accepts the agent's login."""
+    settings = _needs_settings(ctx)
+    relay = settings.wukongim
+    if relay is None:
+        return skipped("relay", "no relay settings (wukongim): the App connects directly")
+    owner = ctx.owner() if settings.effective_mode in ("relay", "both") else None
+    return asyncio.run(_check_relay(relay, ctx.timeout, owner))
+
+
+def check_push(ctx: Context) -> Finding:
+    """The push keys are present when push is on."""
+    settings = _needs_settings(ctx)
+    if "push" not in type(settings).model_fields:
+        return skipped("push", "this LineUp has no push setting (Web Push is not part of it yet)")
+    push = getattr(settings, "push", None)
+    enabled = push if isinstance(push, bool) else bool(getattr(push, "enabled", push))
+    if not enabled:
+        return skipped("push", "push is off")
+    missing = [name for name in PUSH_KEY_FILES if not (settings.data_dir / name).is_file()]
+    if missing:
+        return failed(
+            "push",
+            f"push is on but {', '.join(missing)} is missing from {settings.data_dir}",
+            "start the agent once with push on: it makes the keys (then pair or subscribe the App again)",
+        )
+    return passed("push", "push is on and its keys are present")
+
+
+CHECKS: list[tuple[str, Callable[[Context], Finding]]] = [
+    ("settings", check_settings),
+    ("files", check_files),
+    ("port", check_port),
+    ("forwarding", check_forwarding),
+    ("hermes", check_hermes),
+    ("app", check_app),
+    ("relay", check_relay),
+    ("push", check_push),
+]
+
+
+class _NoSettings(Exception):
+    """A check needs the settings, which are not valid."""
+
+
+def _needs_settings(ctx: Context) -> Settings:
+    if ctx.settings is None:
+        raise _NoSettings
+    return ctx.settings
+
+
+def run(ctx: Context | None = None) -> list[Finding]:
+    """Every check, in order; an unexpected error in one becomes its failure and the others still run."""
+    ctx = ctx or Context()
+    findings: list[Finding] = []
+    for name, check in CHECKS:
+        try:
+            findings.append(check(ctx))
+        except _NoSettings:
+            findings.append(skipped(name, "needs valid settings (see settings)"))
+        except Exception as exc:  # a doctor reports every failure, it never raises
+            findings.append(
+                failed(name, f"unexpected error: {type(exc).__name__}: {exc}", "report it with `lineup doctor --json`")
+            )
+    return findings
+
+
+def report(findings: list[Finding], *, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Print ``findings`` (a table, or JSON ``{"ok", "checks": [...]}``); the exit status: 0 only if none failed."""
+    out = out or sys.stdout
+    ok = all(finding.status != "fail" for finding in findings)
+    if as_json:
+        checks = [asdict(finding) | {"fix": finding.fix or None} for finding in findings]
+        print(json.dumps({"ok": ok, "checks": checks}, indent=2, ensure_ascii=False), file=out)
+        return 0 if ok else 1
+    marks = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
+    width = max(len(finding.name) for finding in findings)
+    for finding in findings:
+        print(f"{marks[finding.status]}  {finding.name.ljust(width)}  {finding.detail}", file=out)
+        if finding.fix:
+            print(f"{'':4}  {'':{width}}  fix: {finding.fix}", file=out)
+    failures = sum(finding.status == "fail" for finding in findings)
+    print("all checks passed" if ok else f"{failures} check{'s' if failures > 1 else ''} failed", file=out)
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _try_bind(host: str, port: int) -> OSError | None:
+    """Bind ``host:port`` as the App server would (address reuse on, as asyncio sets it), then let go."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return OSError(errno.EADDRNOTAVAIL, str(exc))
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            if sys.platform != "win32":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                return exc
+    return None
+
+
+def _listener(port: int) -> str:
+    """Which of this user's processes listens on TCP ``port`` (Linux ``/proc``; "" when unknown)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cells = row.split()
+            if len(cells) > 9 and cells[3] == "0A" and int(cells[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{cells[9]}]")
+    if not inodes:
+        return ""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    name = (proc / "comm").read_text(encoding="utf-8", errors="replace").strip()
+                    return f"pid {proc.name}, {name}"
+    return ""
+
+
+def _say_hello(path: Path, token: str, timeout: float) -> str:
+    """Say hello on the forwarding socket and nothing more; "" when the server took it, else its error message."""
+    hello = json.dumps({"op": "hello", "token": token, "pid": os.getpid()}) + "\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(os.fspath(path))
+        sock.sendall(hello.encode())
+        sock.shutdown(socket.SHUT_WR)  # no request follows: the server ends the connection
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+            if len(answer) > 65536:
+                return "an answer too long"
+    if not answer:
+        return ""
+    try:
+        return str(json.loads(answer.splitlines()[0]).get("message") or answer[:200])
+    except (ValueError, AttributeError):
+        return repr(answer[:200])
+
+
+async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | None) -> Finding:
+    import httpx
+
+    from .transports.wukongim.client import ClientOptions, Session, Timers
+    from .transports.wukongim.proto import DeviceFlag
+    from .transports.wukongim.relay import WuKongIMApi
+
+    headers = {"token": relay.manager_token} if relay.manager_token else {}
+    try:
+        async with asyncio.timeout(timeout), httpx.AsyncClient(base_url=relay.api_url, headers=headers) as http:
+            routed = await WuKongIMApi(http).route(relay.uid, secure=relay.api_url.startswith("https:"))
+    except TimeoutError:
+        return failed("relay", f"{relay.api_url} did not answer GET /route within {timeout:g} s", _API_FIX)
+    except RelayAuthError as exc:
+        return failed("relay", str(exc), f"set the server's manager token in {WHERE.format('WUKONGIM_MANAGER_TOKEN')}")
+    except RelayError as exc:
+        return failed("relay", str(exc), _API_FIX)
+    address = relay.ws_url or routed
+    done = f"GET /route answered ({routed})"
+    if owner is not None:
+        return passed("relay", f"{done}; login not tried: {owner} is logged in with these credentials now")
+    if relay.token is None and relay.manager_token:
+        return passed("relay", f"{done}; login not tried: the agent registers its own token at start (manager_token)")
+    options = ClientOptions(
+        uid=relay.uid,
+        token=relay.token or "",
+        device_flag=DeviceFlag(relay.device_flag),
+        protocol_version=relay.protocol_version,
+        timers=Timers(connect_timeout=timeout),
+    )
+    try:
+        session = await Session.open(address, options)
+    except (RelayAuthError, RelayTimeoutError) as exc:
+        return failed(
+            "relay",
+            str(exc),
+            f"check wukongim.uid and wukongim.token: the server must hold that token for uid {relay.uid!r} "
+            f"and device_flag {relay.device_flag}",
+        )
+    except RelayError as exc:
+        return failed("relay", str(exc), f"check wukongim.ws_url: the server's WebSocket address ({address})")
+    await session.close()
+    return passed("relay", f"{done}; {relay.uid!r} logged in at {address}")
+
+
+_API_FIX = "check wukongim.api_url: the WuKongIM HTTP API (port 5001 by default) must be reachable from here"
+
+
+def _quote(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(os.fspath(path))
