@@ -32,6 +32,7 @@ import re
 import socket
 import stat
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -177,16 +178,24 @@ def check_files(ctx: Context) -> Finding:
     data_dir = settings.data_dir
     if not data_dir.exists():
         return passed("files", f"{data_dir} does not exist yet (LineUp makes it 0700 at its first start)")
+    if not data_dir.is_dir():
+        return failed(
+            "files", f"{data_dir} is not a directory", f"set data_dir to a directory in {WHERE.format('DATA_DIR')}"
+        )
     problems: list[str] = []
     chmods: dict[str, list[str]] = {"700": [], "600": []}
     uid = os.getuid() if hasattr(os, "getuid") else None
     paths = [(data_dir, 0o700)] + [(data_dir / name, 0o600) for name in SECRET_FILES]
-    if settings.store == "sqlite":
-        paths.append((settings.database, 0o600))
+    if settings.store == "sqlite":  # the calls and the conversation, and SQLite's files beside them
+        database = settings.database
+        paths += [(database.with_name(database.name + suffix), 0o600) for suffix in ("", "-wal", "-shm")]
     for path, wanted in paths:
         try:
             info = path.stat()
         except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(f"{path} cannot be read: {exc.strerror or exc}")
             continue
         mode = stat.S_IMODE(info.st_mode)
         if uid is not None and info.st_uid != uid:
@@ -210,7 +219,7 @@ def check_port(ctx: Context) -> Finding:
     if port == 0:
         return skipped("port", "port 0: a free port is picked at each start")
     where = f"{host}:{port}"
-    error = _try_bind(host, port)
+    error = _try_bind(host, port, ctx.timeout)
     if error is None:
         owner = ctx.owner()
         note = f" (the serving LineUp process, {owner}, has no App server on it)" if owner else ""
@@ -291,8 +300,6 @@ def check_hermes(ctx: Context) -> Finding:
 
 def check_app(ctx: Context) -> Finding:
     """The App answers ``GET /`` at the address LineUp prints for it."""
-    import httpx
-
     from .transports.direct.server import lan_address
 
     settings = _needs_settings(ctx)
@@ -305,21 +312,21 @@ def check_app(ctx: Context) -> Finding:
     url = f"http://{f'[{host}]' if ':' in host else host}:{settings.port}/"
     firewall = f"let phones reach TCP port {settings.port} (firewall, e.g. `sudo ufw allow {settings.port}/tcp`)"
     try:
-        with httpx.Client(timeout=ctx.timeout, trust_env=False) as http:
-            response = http.get(url)
-    except httpx.TimeoutException:
+        _resolve(host, settings.port, ctx.timeout)
+        status, kind = asyncio.run(_get(url, ctx.timeout))
+    except TimeoutError:
         return failed("app", f"{url} did not answer within {ctx.timeout:g} s ({owner} serves)", firewall)
-    except httpx.HTTPError as exc:
-        listen = f"make LineUp listen there: host 0.0.0.0 in {WHERE.format('HOST')}"
-        return failed("app", f"{url} cannot be reached: {exc}", listen if settings.host != "0.0.0.0" else firewall)
-    if response.status_code == 421:
-        return failed(
-            "app", f"{url} refused its own address", f"add {host} to allowed_hosts in {WHERE.format('ALLOWED_HOSTS')}"
-        )
-    if response.status_code != 200 or "html" not in response.headers.get("content-type", ""):
-        return failed(
-            "app", f"{url} answered {response.status_code}, not the App", f"restart the serving process ({owner})"
-        )
+    except OSError as exc:
+        if settings.host in ("", "0.0.0.0", "::"):
+            fix = f"restart the serving process ({owner}): it does not listen on every interface as the settings say"
+        else:
+            fix = f"make LineUp listen where phones reach it: host 0.0.0.0 in {WHERE.format('HOST')}"
+        return failed("app", f"{url} cannot be reached: {os.strerror(exc.errno) if exc.errno else exc}", fix)
+    if status == 421:
+        fix = f"add {host} to allowed_hosts in {WHERE.format('ALLOWED_HOSTS')}"
+        return failed("app", f"{url} refused its own address", fix)
+    if status != 200 or "html" not in kind:
+        return failed("app", f"{url} answered {status} {kind}, not the App", f"restart the serving process ({owner})")
     only_here = " (from this machine only: host is loopback)" if host in ("127.0.0.1", "localhost", "::1") else ""
     return passed("app", f"the App answers at {url}{only_here}")
 
@@ -413,11 +420,13 @@ def report(findings: list[Finding], *, as_json: bool = False, out: TextIO | None
 # ---------------------------------------------------------------------------- helpers
 
 
-def _try_bind(host: str, port: int) -> OSError | None:
+def _try_bind(host: str, port: int, timeout: float) -> OSError | None:
     """Bind ``host:port`` as the App server would (address reuse on, as asyncio sets it), then let go."""
     try:
+        if host:
+            _resolve(host, port, timeout)
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
+    except (socket.gaierror, TimeoutError) as exc:
         return OSError(errno.EADDRNOTAVAIL, str(exc))
     for family, kind, proto, _, address in infos:
         with socket.socket(family, kind, proto) as sock:
@@ -428,6 +437,50 @@ def _try_bind(host: str, port: int) -> OSError | None:
             except OSError as exc:
                 return exc
     return None
+
+
+def _resolve(host: str, port: int, timeout: float) -> None:
+    """Look ``host`` up within ``timeout`` (a name server that never answers must not hang the doctor).
+
+    Raises TimeoutError, or OSError when the name is unknown. The lookup runs on a daemon thread
+    that is left behind on a timeout.
+    """
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+
+    def look_up() -> None:
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(exc)
+        done.set()
+
+    threading.Thread(target=look_up, name="lineup-doctor-lookup", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"looking up {host} took longer than {timeout:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+async def _get(url: str, timeout: float) -> tuple[int, str]:
+    """``GET url``: its status and content type, all within ``timeout`` (the body is not read)."""
+    import httpx
+
+    try:
+        async with (
+            asyncio.timeout(timeout),
+            httpx.AsyncClient(trust_env=False) as http,
+            http.stream("GET", url) as response,
+        ):
+            return response.status_code, response.headers.get("content-type", "")
+    except httpx.TimeoutException:
+        raise TimeoutError from None
+    except httpx.HTTPError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not (isinstance(cause, OSError) and cause.errno):
+            cause = cause.__cause__ or cause.__context__
+        raise cause if isinstance(cause, OSError) else OSError(str(exc)) from exc
 
 
 def _listener(port: int) -> str:
@@ -507,20 +560,24 @@ async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | N
         timers=Timers(connect_timeout=timeout),
     )
     try:
-        session = await Session.open(address, options)
+        async with asyncio.timeout(2 * timeout):  # connecting, then the CONNACK: each within timeout
+            session = await Session.open(address, options)
+    except TimeoutError:
+        return failed("relay", f"{address} did not take the login within {2 * timeout:g} s", _LOGIN_FIX.format(relay))
     except (RelayAuthError, RelayTimeoutError) as exc:
-        return failed(
-            "relay",
-            str(exc),
-            f"check wukongim.uid and wukongim.token: the server must hold that token for uid {relay.uid!r} "
-            f"and device_flag {relay.device_flag}",
-        )
+        return failed("relay", str(exc), _LOGIN_FIX.format(relay))
     except RelayError as exc:
         return failed("relay", str(exc), f"check wukongim.ws_url: the server's WebSocket address ({address})")
-    await session.close()
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(timeout):
+            await session.close()
     return passed("relay", f"{done}; {relay.uid!r} logged in at {address}")
 
 
+_LOGIN_FIX = (
+    "check wukongim.uid and wukongim.token: the server must hold that token for uid {0.uid!r} "
+    "and device_flag {0.device_flag}"
+)
 _API_FIX = "check wukongim.api_url: the WuKongIM HTTP API (port 5001 by default) must be reachable from here"
 
 
