@@ -226,10 +226,12 @@ def check_port(ctx: Context) -> Finding:
         return passed("port", f"{where} is free: LineUp can listen on it{note}")
     if error.errno == errno.EADDRINUSE:
         owner = ctx.owner()
-        if owner is not None:
-            return passed("port", f"{where} is served by LineUp: {owner}")
         holder = _listener(port)
-        who = f" ({holder})" if holder else ""
+        if owner is not None and (holder is None or holder[0] == owner.pid):
+            return passed("port", f"{where} is served by LineUp: {owner}")
+        who = f" (pid {holder[0]}, {holder[1]})" if holder else ""
+        if owner is not None:
+            who += f", while LineUp ({owner}) serves elsewhere"
         return failed(
             "port",
             f"{where} is held by another program{who}, not by LineUp",
@@ -483,8 +485,8 @@ async def _get(url: str, timeout: float) -> tuple[int, str]:
         raise cause if isinstance(cause, OSError) else OSError(str(exc)) from exc
 
 
-def _listener(port: int) -> str:
-    """Which of this user's processes listens on TCP ``port`` (Linux ``/proc``; "" when unknown)."""
+def _listener(port: int) -> tuple[int, str] | None:
+    """Which of this user's processes listens on TCP ``port``: pid and name (Linux ``/proc``; None when unknown)."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -496,7 +498,7 @@ def _listener(port: int) -> str:
             if len(cells) > 9 and cells[3] == "0A" and int(cells[1].rpartition(":")[2], 16) == port:
                 inodes.add(f"socket:[{cells[9]}]")
     if not inodes:
-        return ""
+        return None
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -504,8 +506,8 @@ def _listener(port: int) -> str:
             for fd in (proc / "fd").iterdir():
                 if os.readlink(fd) in inodes:
                     name = (proc / "comm").read_text(encoding="utf-8", errors="replace").strip()
-                    return f"pid {proc.name}, {name}"
-    return ""
+                    return int(proc.name), name
+    return None
 
 
 def _say_hello(path: Path, token: str, timeout: float) -> str:

@@ -443,3 +443,29 @@ def test_all_green_exits_0_and_json_has_one_entry_per_check(serving: tuple[Path,
 
     text = lineup_doctor(home)
     assert text.returncode == 0 and text.stdout.splitlines()[-1] == "all checks passed"
+
+
+#: a program that holds a port (it prints) until its input ends
+HOLD_A_PORT = (
+    "import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+    "print(s.getsockname()[1], flush=True); sys.stdin.read()"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="names the listening process from /proc (Linux)")
+def test_a_port_held_by_another_program_while_lineup_serves_elsewhere_fails(tmp_path: Path) -> None:
+    data_dir = tmp_path / "lineup"
+    lock = ServerLock(data_dir)
+    assert lock.acquire("gateway")
+    command = [sys.executable, "-c", HOLD_A_PORT]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            port = int(holder.stdout.readline())
+            finding = doctor.check_port(context(data_dir, port=port))
+        finally:
+            holder.kill()
+            lock.release()
+    assert finding.status == "fail"
+    assert f"held by another program (pid {holder.pid}, " in finding.detail
+    assert f"while LineUp (pid {os.getpid()} (gateway)" in finding.detail
