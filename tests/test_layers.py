@@ -22,8 +22,8 @@ layer  modules (under ``lineup_plugin/``)                  what they are
 5      ``hub``                                             drives the session core, the store, tools
 6      ``transports/``                                     direct, relay (WuKongIM), memory
 7      ``runtime/``                                        agent runtimes (the Hermes adapter)
-8      ``cli``, ``demo``, ``hermes``, the package          entry points, and the public API that
-       ``__init__``                                        loads the layers below on first use
+8      ``cli``, ``demo``, ``doctor``, ``hermes``, the      entry points, and the public API that
+       package ``__init__``                                loads the layers below on first use
 =====  ==================================================  =========================================
 
 The table is :data:`LAYERS` (and :data:`ONLY` for the two rules stricter than the layers) below.
@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hub",),
     ("transports",),
     ("runtime",),
-    ("cli", "demo", "hermes", ""),
+    ("cli", "demo", "doctor", "hermes", ""),
 )
 
 #: parts that may import nothing of the package but themselves and the parts listed
