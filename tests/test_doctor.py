@@ -8,6 +8,7 @@ sockets on 127.0.0.1, the fake WuKongIM server, and Hermes' own plugin listing i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -90,6 +91,17 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, in
             yield data_dir, port, process.pid
         finally:
             process.kill()
+
+
+@contextlib.contextmanager
+def lock_held(data_dir: Path) -> Iterator[None]:
+    """This process holds the server lock of ``data_dir``, as a serving LineUp process (``hermes gateway``) does."""
+    lock = ServerLock(data_dir)
+    assert lock.acquire("gateway", command="hermes gateway")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def serving_context(serving: tuple[Path, int, int]) -> Context:
@@ -220,15 +232,11 @@ def test_the_serving_process_answers_on_its_forwarding_socket(serving: tuple[Pat
 
 def test_a_dead_forwarding_socket_fails_naming_the_process_to_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineup"
-    lock = ServerLock(data_dir)
-    assert lock.acquire("gateway", command="hermes gateway")
-    try:
+    with lock_held(data_dir):
         (data_dir / TOKEN_FILE).write_text("a-forwarding-token")
         with socket.socket(socket.AF_UNIX) as dead:  # bound, never listening: the file of a process gone
             dead.bind(os.fspath(socket_path(data_dir)))
         finding = doctor.check_forwarding(context(data_dir))
-    finally:
-        lock.release()
     assert finding.status == "fail"
     assert "does not answer" in finding.detail
     assert finding.fix.startswith(f"restart the serving process (pid {os.getpid()} (gateway), `hermes gateway`)")
@@ -265,15 +273,10 @@ def test_the_app_answers_where_it_is_served(serving: tuple[Path, int, int]) -> N
 
 def test_an_app_that_does_not_answer_fails_with_the_firewall_fix(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineup"
-    lock = ServerLock(data_dir)
-    assert lock.acquire("gateway")
-    try:
-        with socket.socket() as silent:  # accepts connections (the backlog) but never answers
-            silent.bind(("127.0.0.1", 0))
-            silent.listen()
-            finding = doctor.check_app(context(data_dir, port=silent.getsockname()[1]))
-    finally:
-        lock.release()
+    with lock_held(data_dir), socket.socket() as silent:  # it accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        finding = doctor.check_app(context(data_dir, port=silent.getsockname()[1]))
     assert finding.status == "fail"
     assert f"did not answer within {STEP:g} s" in finding.detail
     assert "let phones reach TCP port" in finding.fix
@@ -281,12 +284,8 @@ def test_an_app_that_does_not_answer_fails_with_the_firewall_fix(tmp_path: Path)
 
 def test_an_app_port_that_refuses_connections_fails(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineup"
-    lock = ServerLock(data_dir)
-    assert lock.acquire("gateway")
-    try:
+    with lock_held(data_dir):
         finding = doctor.check_app(context(data_dir))  # a free port: nothing listens there
-    finally:
-        lock.release()
     assert finding.status == "fail" and "cannot be reached" in finding.detail
     assert "host 0.0.0.0" in finding.fix
 
@@ -455,17 +454,17 @@ HOLD_A_PORT = (
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="names the listening process from /proc (Linux)")
 def test_a_port_held_by_another_program_while_lineup_serves_elsewhere_fails(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineup"
-    lock = ServerLock(data_dir)
-    assert lock.acquire("gateway")
     command = [sys.executable, "-c", HOLD_A_PORT]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+    with (
+        lock_held(data_dir),
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder,
+    ):
         try:
             assert holder.stdout is not None
             port = int(holder.stdout.readline())
             finding = doctor.check_port(context(data_dir, port=port))
         finally:
             holder.kill()
-            lock.release()
     assert finding.status == "fail"
     assert f"held by another program (pid {holder.pid}, " in finding.detail
     assert f"while LineUp (pid {os.getpid()} (gateway)" in finding.detail
