@@ -49,9 +49,11 @@ if TYPE_CHECKING:
 #: seconds any one network step may take
 TIMEOUT = 3.0
 #: files in the data directory that hold secrets (mode 0600); a feature that keeps a secret there adds its name
-SECRET_FILES: list[str] = ["token", "pairing.json", "forward.token"]
-#: files in the data directory that push needs, once push is on (the push feature names its VAPID key file here)
-PUSH_KEY_FILES: list[str] = []
+SECRET_FILES: list[str] = ["token", "pairing.json", "forward.token", "vapid.pem", "push.json"]
+#: the key files push signs with (VAPID, a PEM private key), made when the first App subscribes
+PUSH_KEY_FILES: list[str] = ["vapid.pem"]
+#: the push subscriptions the Apps gave, ``{"subscriptions": [...]}``
+PUSH_SUBSCRIPTIONS_FILE = "push.json"
 #: the plugin's name in Hermes
 PLUGIN = "lineup"
 #: where a setting is written, for fix lines
@@ -344,22 +346,26 @@ def check_relay(ctx: Context) -> Finding:
 
 
 def check_push(ctx: Context) -> Finding:
-    """The push keys are present when push is on."""
+    """With push on, the key the Apps subscribed with is present and sound."""
     settings = _needs_settings(ctx)
     if "push" not in type(settings).model_fields:
         return skipped("push", "this LineUp has no push setting (Web Push is not part of it yet)")
     push = getattr(settings, "push", None)
-    enabled = push if isinstance(push, bool) else bool(getattr(push, "enabled", push))
-    if not enabled:
+    if not (push if isinstance(push, bool) else getattr(push, "enabled", push)):
         return skipped("push", "push is off")
-    missing = [name for name in PUSH_KEY_FILES if not (settings.data_dir / name).is_file()]
-    if missing:
-        return failed(
-            "push",
-            f"push is on but {', '.join(missing)} is missing from {settings.data_dir}",
-            "start the agent once with push on: it makes the keys (then pair or subscribe the App again)",
-        )
-    return passed("push", "push is on and its keys are present")
+    subscribed = _subscriptions(settings.data_dir / PUSH_SUBSCRIPTIONS_FILE)
+    apps = f"{subscribed} App subscription{'s' if subscribed != 1 else ''}"
+    resubscribe = "turn notifications off and on again in each App: it subscribes again with the new key"
+    for name in PUSH_KEY_FILES:
+        path = settings.data_dir / name
+        if not path.is_file():
+            if subscribed:
+                return failed("push", f"{apps} but no {path}: every push to them is refused", resubscribe)
+            return passed("push", "push is on; no App has subscribed yet (the key is made when one does)")
+        problem = _not_a_signing_key(path)
+        if problem:
+            return failed("push", f"{path} is not a usable key: {problem}", f"remove {path}, then {resubscribe}")
+    return passed("push", f"push is on, its key is present, {apps}")
 
 
 CHECKS: list[tuple[str, Callable[[Context], Finding]]] = [
@@ -581,6 +587,29 @@ _LOGIN_FIX = (
     "and device_flag {0.device_flag}"
 )
 _API_FIX = "check wukongim.api_url: the WuKongIM HTTP API (port 5001 by default) must be reachable from here"
+
+
+def _subscriptions(path: Path) -> int:
+    """How many push subscriptions ``path`` holds (0 when there is no such file or it is not readable)."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")).get("subscriptions")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return len(entries) if isinstance(entries, list) else 0
+
+
+def _not_a_signing_key(path: Path) -> str:
+    """Why ``path`` is not a P-256 private key in PEM ("" when it is one)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        return str(exc) or type(exc).__name__
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        return "not a P-256 (secp256r1) private key"
+    return ""
 
 
 def _quote(path: Path) -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from lineup_plugin import doctor
 from lineup_plugin.config.settings import Settings
@@ -177,10 +179,11 @@ def test_private_files_pass_and_a_missing_data_dir_is_no_failure(tmp_path: Path)
 def test_a_secret_file_named_later_is_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = tmp_path / "lineup"
     data_dir.mkdir(mode=0o700)
-    (data_dir / "vapid.pem").write_text("key")
-    (data_dir / "vapid.pem").chmod(0o604)
-    monkeypatch.setattr(doctor, "SECRET_FILES", [*doctor.SECRET_FILES, "vapid.pem"])
-    assert doctor.check_files(context(data_dir)).fix == f"chmod 600 {data_dir / 'vapid.pem'}"
+    (data_dir / "new-feature.key").write_text("key")
+    (data_dir / "new-feature.key").chmod(0o604)
+    assert doctor.check_files(context(data_dir)).status == "pass"
+    monkeypatch.setattr(doctor, "SECRET_FILES", [*doctor.SECRET_FILES, "new-feature.key"])
+    assert doctor.check_files(context(data_dir)).fix == f"chmod 600 {data_dir / 'new-feature.key'}"
 
 
 # ------------------------------------------------------------------------------ port
@@ -341,29 +344,71 @@ def test_no_relay_settings_skip_the_relay(tmp_path: Path) -> None:
 
 
 class PushSettings(Settings):
-    """Settings as they will be once push is part of LineUp (a ``push`` switch)."""
+    """Settings with a ``push`` switch, as LineUp's own have once push is part of it."""
 
     push: bool = True
 
 
-def test_missing_push_keys_fail_when_push_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "PUSH_KEY_FILES", ["vapid.pem"])
+#: settings that have a push switch: LineUp's own once push is part of it
+WITH_PUSH: type[Settings] = Settings if "push" in Settings.model_fields else PushSettings
+
+
+def push_context(data_dir: Path, **settings: Any) -> Context:
     ctx = Context(environ={})
-    ctx.settings = PushSettings(data_dir=tmp_path)
-    finding = doctor.check_push(ctx)
-    assert finding.status == "fail" and "vapid.pem is missing" in finding.detail
-    assert "start the agent once with push on" in finding.fix
-    (tmp_path / "vapid.pem").write_text("key")
-    assert doctor.check_push(ctx).status == "pass"
-    ctx.settings = PushSettings(data_dir=tmp_path, push=False)
-    assert doctor.check_push(ctx).status == "skip"
+    ctx.settings = WITH_PUSH(data_dir=data_dir, **settings)
+    return ctx
 
 
-def test_push_is_skipped_saying_so_while_lineup_has_no_push_setting(tmp_path: Path) -> None:
+def subscribe(data_dir: Path, count: int) -> None:
+    """``count`` App subscriptions kept in the data dir, as push keeps them."""
+    entries = [{"endpoint": f"https://push.example/{n}", "keys": {}} for n in range(count)]
+    (data_dir / "push.json").write_text(json.dumps({"subscriptions": entries}))
+
+
+def vapid_key(path: Path, curve: ec.EllipticCurve | None = None) -> None:
+    key = ec.generate_private_key(curve or ec.SECP256R1())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    path.write_bytes(pem)
+
+
+def test_a_missing_push_key_fails_when_apps_subscribed_with_it(tmp_path: Path) -> None:
+    subscribe(tmp_path, 2)
+    finding = doctor.check_push(push_context(tmp_path))
+    assert finding.status == "fail"
+    assert finding.detail == f"2 App subscriptions but no {tmp_path / 'vapid.pem'}: every push to them is refused"
+    assert finding.fix.startswith("turn notifications off and on again in each App")
+
+
+def test_no_push_key_before_any_app_subscribed_passes(tmp_path: Path) -> None:
+    finding = doctor.check_push(push_context(tmp_path))
+    assert finding.status == "pass" and "no App has subscribed yet" in finding.detail
+
+
+def test_a_push_key_that_is_not_a_p256_key_fails(tmp_path: Path) -> None:
+    subscribe(tmp_path, 1)
+    vapid_key(tmp_path / "vapid.pem", ec.SECP384R1())
+    finding = doctor.check_push(push_context(tmp_path))
+    assert finding.status == "fail" and "not a P-256" in finding.detail
+    assert finding.fix.startswith(f"remove {tmp_path / 'vapid.pem'}, then turn notifications off and on again")
+    (tmp_path / "vapid.pem").write_text("-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n")
+    assert doctor.check_push(push_context(tmp_path)).status == "fail"
+
+
+def test_a_push_key_and_subscriptions_pass_and_push_off_is_skipped(tmp_path: Path) -> None:
+    subscribe(tmp_path, 1)
+    vapid_key(tmp_path / "vapid.pem")
+    finding = doctor.check_push(push_context(tmp_path))
+    assert (finding.status, finding.detail) == ("pass", "push is on, its key is present, 1 App subscription")
+    finding = doctor.check_push(push_context(tmp_path, push=False))
+    assert (finding.status, finding.detail) == ("skip", "push is off")
+
+
+def test_push_is_skipped_saying_so_only_while_lineup_has_no_push_setting(tmp_path: Path) -> None:
     finding = doctor.check_push(context(tmp_path))
     if "push" in Settings.model_fields:
-        pytest.fail("Settings has a push setting now: the doctor's push test should use it instead of PushSettings")
-    assert finding.status == "skip" and "no push setting" in finding.detail
+        assert finding.status == "pass"  # push on by default, no App subscribed yet
+    else:
+        assert finding.status == "skip" and "no push setting" in finding.detail
 
 
 # ------------------------------------------------------------------------------ the run
@@ -436,7 +481,7 @@ def test_all_green_exits_0_and_json_has_one_entry_per_check(serving: tuple[Path,
         "hermes": "pass",
         "app": "pass",
         "relay": "skip",
-        "push": "skip",
+        "push": "pass" if "push" in Settings.model_fields else "skip",  # on by default, nothing subscribed
     }
     assert f"pid {pid} (gateway)" in by_name(report["checks"])["port"]["detail"]
 
