@@ -248,7 +248,19 @@ def run_doctor(args: argparse.Namespace) -> int:
     from . import doctor
 
     context = doctor.Context(data_dir=Path(args.data_dir) if args.data_dir else None)
-    return doctor.report(doctor.run(context), as_json=args.json)
+    try:
+        return doctor.report(doctor.run(context), as_json=args.json)
+    except KeyboardInterrupt:
+        print("\nlineup doctor interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # its reader went away (`lineup doctor | head`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # the checks catch their own errors: this is the report itself failing
+        print(f"lineup doctor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def _stats_of_the_server(settings: Settings, since: float | None, busy: StoreBusyError) -> dict[str, Any]:

@@ -33,6 +33,7 @@ import socket
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,6 +137,19 @@ def hermes_section() -> dict[str, Any]:
         raise
 
 
+def hermes_config_problem() -> tuple[str, str] | None:
+    """Hermes' config.yaml and why Hermes cannot parse it; None when it can (or Hermes is not installed here)."""
+    try:
+        from .runtime.hermes import compat
+
+        problem = compat.config_problem()
+        return (compat.config_path(), problem) if problem else None
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("hermes"):
+            return None
+        raise
+
+
 def serving_owner(data_dir: Path) -> Owner | None:
     """The process the server lock names, if it is alive (a killed owner leaves its line behind)."""
     owner = ServerLock(data_dir).owner()
@@ -145,11 +159,13 @@ def serving_owner(data_dir: Path) -> Owner | None:
 def _alive(pid: int) -> bool:
     if sys.platform == "win32":  # pragma: no cover - os.kill(pid, 0) would end the process there
         return True
+    if pid <= 0:  # 0 and -1 would ask about whole process groups, not one process
+        return False
     try:
         os.kill(pid, 0)
     except PermissionError:
         return True  # alive, another user's
-    except OSError:
+    except (OSError, OverflowError):
         return False
     return True
 
@@ -161,15 +177,20 @@ def check_settings(ctx: Context) -> Finding:
     """LineUp's settings are valid (what the plugin reads at every Hermes start)."""
     from .config.settings import validated_settings
 
+    broken = hermes_config_problem() if ctx.section is None else None
+    if broken is not None:  # Hermes ignores the whole file, LineUp's section with it
+        path, problem = broken
+        return failed("settings", f"{path} is not valid YAML: {problem}", f"fix the YAML of {path}")
     try:
         ctx.settings = validated_settings(ctx.given())
     except ConfigError as exc:
-        names = list(dict.fromkeys(re.findall(r"lineup setting '([^']+)'", str(exc)))) or ["it"]
-        variables = ", ".join(
-            "LINEUP_" + name.replace(".", "_").upper() for name in names if name.split(".")[0] in SCHEMA["properties"]
-        )
-        where = f"plugins.entries.lineup in Hermes' config.yaml, or {variables or 'the LINEUP_* variable'}"
-        return failed("settings", str(exc), f"correct {', '.join(names)} in {where}")
+        named = dict.fromkeys(re.findall(r"lineup setting '([^']+)'", str(exc)))
+        names = [name for name in named if name.split(".")[0] in SCHEMA["properties"]]
+        if not names:  # the config file, its section, or a LINEUP_* variable as a whole
+            return failed("settings", str(exc), "correct what it names (Hermes' config.yaml or a LINEUP_* variable)")
+        variables = ", ".join("LINEUP_" + name.replace(".", "_").upper() for name in names)
+        fix = f"correct {', '.join(names)} in plugins.entries.lineup of Hermes' config.yaml, or {variables}"
+        return failed("settings", str(exc), fix)
     s = ctx.settings
     return passed("settings", f"valid: {s.effective_mode} mode, data dir {s.data_dir}")
 
@@ -282,8 +303,12 @@ def check_hermes(ctx: Context) -> Finding:
     try:
         from .runtime.hermes import compat
 
-        standing = compat.plugin_status(PLUGIN)
         config = compat.config_path()
+        problem = compat.config_problem()
+        if problem:
+            detail = f"Hermes cannot parse {config}, so it runs on its defaults with no plugin enabled"
+            return failed("hermes", detail, f"fix the YAML of {config} (see settings)")
+        standing = compat.plugin_status(PLUGIN)
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("hermes"):
             raise
@@ -410,18 +435,22 @@ def report(findings: list[Finding], *, as_json: bool = False, out: TextIO | None
     """Print ``findings`` (a table, or JSON ``{"ok", "checks": [...]}``); the exit status: 0 only if none failed."""
     out = out or sys.stdout
     ok = all(finding.status != "fail" for finding in findings)
-    if as_json:
+    if as_json:  # ASCII: a path that is not valid text (a lone surrogate) is written escaped
         checks = [asdict(finding) | {"fix": finding.fix or None} for finding in findings]
-        print(json.dumps({"ok": ok, "checks": checks}, indent=2, ensure_ascii=False), file=out)
+        print(json.dumps({"ok": ok, "checks": checks}, indent=2), file=out)
         return 0 if ok else 1
     marks = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
     width = max(len(finding.name) for finding in findings)
+    lines: list[str] = []
     for finding in findings:
-        print(f"{marks[finding.status]}  {finding.name.ljust(width)}  {finding.detail}", file=out)
+        lines.append(f"{marks[finding.status]}  {finding.name.ljust(width)}  {finding.detail}")
         if finding.fix:
-            print(f"{'':4}  {'':{width}}  fix: {finding.fix}", file=out)
+            lines.append(f"{'':4}  {'':{width}}  fix: {finding.fix}")
     failures = sum(finding.status == "fail" for finding in findings)
-    print("all checks passed" if ok else f"{failures} check{'s' if failures > 1 else ''} failed", file=out)
+    lines.append("all checks passed" if ok else f"{failures} check{'s' if failures > 1 else ''} failed")
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    for line in lines:  # what the terminal cannot show (a lone surrogate in a path) is written escaped
+        print(line.encode(encoding, "backslashreplace").decode(encoding), file=out)
     return 0 if ok else 1
 
 
@@ -525,10 +554,13 @@ def _say_hello(path: Path, token: str, timeout: float) -> str:
         sock.sendall(hello.encode())
         sock.shutdown(socket.SHUT_WR)  # no request follows: the server ends the connection
         answer = b""
+        deadline = time.monotonic() + timeout
         while chunk := sock.recv(4096):
             answer += chunk
             if len(answer) > 65536:
                 return "an answer too long"
+            if time.monotonic() > deadline:
+                raise TimeoutError
     if not answer:
         return ""
     try:

@@ -513,3 +513,37 @@ def test_a_port_held_by_another_program_while_lineup_serves_elsewhere_fails(tmp_
     assert finding.status == "fail"
     assert f"held by another program (pid {holder.pid}, " in finding.detail
     assert f"while LineUp (pid {os.getpid()} (gateway)" in finding.detail
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+
+@pytest.mark.parametrize("line", ["", "garbage", "-1 gateway", "0 gateway", "99999999999999999999999 gateway"])
+def test_a_lock_file_naming_no_live_process_means_nothing_serves(tmp_path: Path, line: str) -> None:
+    (tmp_path / "server.lock").write_text(line)
+    assert doctor.serving_owner(tmp_path) is None
+    assert doctor.check_forwarding(context(tmp_path)).status == "skip"
+
+
+def test_a_hermes_config_that_is_not_yaml_fails_settings_and_hermes_and_is_left_as_it_is(tmp_path: Path) -> None:
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("plugins: [unclosed\n  entries: {\n")
+    done = lineup_doctor(home, "--json")
+    assert done.returncode == 1 and done.stderr == ""
+    checks = by_name(json.loads(done.stdout)["checks"])
+    assert checks["settings"]["status"] == "fail" and "is not valid YAML" in checks["settings"]["detail"]
+    assert checks["settings"]["fix"] == f"fix the YAML of {home / 'config.yaml'}"
+    assert checks["hermes"]["status"] == "fail" and "cannot parse" in checks["hermes"]["detail"]
+    assert sorted(path.name for path in home.iterdir()) == ["config.yaml"]  # Hermes' reader would save a copy
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths are bytes")
+def test_a_data_dir_that_is_not_text_is_reported_escaped(tmp_path: Path) -> None:
+    home = tmp_path / "hermes"
+    write_hermes_config(home, enabled=["lineup"], section={})
+    data_dir = os.fsdecode(os.fsencode(tmp_path) + b"/\xff")
+    for args in (["--json"], []):
+        done = lineup_doctor(home, "--data-dir", data_dir, *args)
+        assert done.stderr == "" and done.returncode == 0, done.stdout
+    assert data_dir in json.loads(lineup_doctor(home, "--data-dir", data_dir, "--json").stdout)["checks"][0]["detail"]

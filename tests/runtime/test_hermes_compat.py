@@ -39,6 +39,7 @@ RELIES_ON: dict[str, list[str]] = {
     "cli_agent_running": ["cli:HermesCLI.self._agent_running", "cli:HermesCLI.self.agent"],
     "cli_session_id": ["cli:HermesCLI.self.session_id"],
     "config_path": ["hermes_cli.config:get_config_path"],
+    "config_problem": ["hermes_cli.config:get_config_path", "hermes_cli.config:fast_safe_load"],
     "cli_of": ["hermes_cli.plugins:PluginContext.self._manager", "hermes_cli.plugins:PluginManager()._cli_ref"],
     "forget_plugin_tool": [
         "tools.registry:registry.deregister",

@@ -27,6 +27,7 @@ __all__ = [
     "cli_of",
     "cli_session_id",
     "config_path",
+    "config_problem",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -97,6 +98,25 @@ def config_path() -> str:
     from hermes_cli.config import get_config_path
 
     return str(get_config_path())
+
+
+def config_problem() -> str:
+    """Why Hermes cannot parse its ``config.yaml`` ("" when it can, or there is none).
+
+    Hermes' own reader then warns and runs on its defaults, ignoring the whole file; this parses
+    it as Hermes does (``fast_safe_load``, which ``hermes_cli.config`` reads with) without that
+    fallback (or the copy of the file it saves).
+    """
+    from hermes_cli.config import fast_safe_load, get_config_path
+
+    try:
+        with open(get_config_path(), encoding="utf-8") as file:
+            fast_safe_load(file)
+    except FileNotFoundError:
+        return ""
+    except Exception as exc:  # PyYAML's errors, a file that is not UTF-8, one that cannot be read
+        return " ".join(str(exc).split())
+    return ""
 
 
 def plugin_status(name: str) -> tuple[str, str] | None:
