@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import os
 import re
@@ -102,7 +103,6 @@ class Context:
     timeout: float = TIMEOUT
     #: the validated settings, once the ``settings`` check accepted them
     settings: Settings | None = None
-    _owner: tuple[Owner | None] | None = None
 
     def given(self) -> dict[str, Any]:
         """The settings as given (not validated); raises ConfigError for a malformed section or variable."""
@@ -114,12 +114,11 @@ class Context:
             data["data_dir"] = str(self.data_dir)
         return data
 
+    @functools.cached_property
     def owner(self) -> Owner | None:
         """The LineUp process that serves now for this data directory (from the server lock), or None."""
-        if self._owner is None:
-            assert self.settings is not None
-            self._owner = (serving_owner(self.settings.data_dir),)
-        return self._owner[0]
+        assert self.settings is not None
+        return serving_owner(self.settings.data_dir)
 
 
 def hermes_section() -> dict[str, Any]:
@@ -132,7 +131,7 @@ def hermes_section() -> dict[str, Any]:
             return {}  # Hermes would read only its defaults (and reading them makes its home directory)
         return plugin_section()
     except ModuleNotFoundError as exc:
-        if (exc.name or "").startswith("hermes"):
+        if _hermes_missing(exc):
             return {}
         raise
 
@@ -145,9 +144,14 @@ def hermes_config_problem() -> tuple[str, str] | None:
         problem = compat.config_problem()
         return (compat.config_path(), problem) if problem else None
     except ModuleNotFoundError as exc:
-        if (exc.name or "").startswith("hermes"):
+        if _hermes_missing(exc):
             return None
         raise
+
+
+def _hermes_missing(exc: ModuleNotFoundError) -> bool:
+    """Whether ``exc`` says Hermes Agent is not installed (rather than a module of it failing to import)."""
+    return (exc.name or "").split(".")[0] in ("hermes_cli", "hermes_constants")
 
 
 def serving_owner(data_dir: Path) -> Owner | None:
@@ -244,11 +248,11 @@ def check_port(ctx: Context) -> Finding:
     where = f"{host}:{port}"
     error = _try_bind(host, port, ctx.timeout)
     if error is None:
-        owner = ctx.owner()
+        owner = ctx.owner
         note = f" (the serving LineUp process, {owner}, has no App server on it)" if owner else ""
         return passed("port", f"{where} is free: LineUp can listen on it{note}")
     if error.errno == errno.EADDRINUSE:
-        owner = ctx.owner()
+        owner = ctx.owner
         holder = _listener(port)
         if owner is not None and (holder is None or holder[0] == owner.pid):
             return passed("port", f"{where} is served by LineUp: {owner}")
@@ -278,7 +282,7 @@ def check_forwarding(ctx: Context) -> Finding:
     settings = _needs_settings(ctx)
     if not platform_supported():
         return skipped("forwarding", "this system has no Unix sockets for forwarding")
-    owner = ctx.owner()
+    owner = ctx.owner
     if owner is None:
         return skipped("forwarding", "no LineUp process serves now: the socket opens with the server")
     path = socket_path(settings.data_dir)
@@ -310,7 +314,7 @@ def check_hermes(ctx: Context) -> Finding:
             return failed("hermes", detail, f"fix the YAML of {config} (see settings)")
         standing = compat.plugin_status(PLUGIN)
     except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("hermes"):
+        if not _hermes_missing(exc):
             raise
         return skipped("hermes", f"Hermes Agent is not installed in this Python ({sys.executable})")
     if standing is None:
@@ -334,7 +338,7 @@ def check_app(ctx: Context) -> Finding:
     settings = _needs_settings(ctx)
     if settings.effective_mode == "relay":
         return skipped("app", "relay mode: the App connects through the relay, not to this machine")
-    owner = ctx.owner()
+    owner = ctx.owner
     if owner is None:
         return skipped("app", "no LineUp process serves the App now (this check runs while one does)")
     host = settings.host if settings.host not in ("", "0.0.0.0", "::") else lan_address()
@@ -366,7 +370,7 @@ def check_relay(ctx: Context) -> Finding:
     relay = settings.wukongim
     if relay is None:
         return skipped("relay", "no relay settings (wukongim): the App connects directly")
-    owner = ctx.owner() if settings.effective_mode in ("relay", "both") else None
+    owner = ctx.owner if settings.effective_mode in ("relay", "both") else None
     return asyncio.run(_check_relay(relay, ctx.timeout, owner))
 
 
