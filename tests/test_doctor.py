@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import socket
@@ -75,6 +76,10 @@ def lineup_doctor(hermes_home: Path, *args: str) -> subprocess.CompletedProcess[
         text=True,
         timeout=60,
     )
+
+
+#: the tests that read a Hermes config.yaml run only where Hermes Agent is installed (CI installs it)
+needs_hermes = pytest.mark.skipif(importlib.util.find_spec("hermes_cli") is None, reason="needs hermes-agent")
 
 
 def by_name(findings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -435,6 +440,7 @@ def test_the_report_prints_each_fix_and_exits_1_on_a_failure(capsys: pytest.Capt
     assert doctor.report([doctor.passed("a", "fine"), doctor.skipped("c", "n/a")]) == 0
 
 
+@needs_hermes
 def test_hermes_not_enabling_the_plugin_fails_with_the_enable_command(tmp_path: Path) -> None:
     home = tmp_path / "hermes"
     write_hermes_config(home, enabled=[], section={"data_dir": str(tmp_path / "lineup")})
@@ -449,6 +455,7 @@ def test_hermes_not_enabling_the_plugin_fails_with_the_enable_command(tmp_path: 
     assert hermes["status"] == "fail" and "plugins.disabled" in hermes["detail"]
 
 
+@needs_hermes
 def test_bad_settings_in_hermes_config_exit_1_without_a_traceback(tmp_path: Path) -> None:
     home = tmp_path / "hermes"
     write_hermes_config(home, enabled=["lineup"], section={"port": "many", "data_dir": str(tmp_path / "lineup")})
@@ -459,6 +466,7 @@ def test_bad_settings_in_hermes_config_exit_1_without_a_traceback(tmp_path: Path
     assert "Traceback" not in done.stdout
 
 
+@needs_hermes
 def test_all_green_exits_0_and_json_has_one_entry_per_check(serving: tuple[Path, int, int], tmp_path: Path) -> None:
     data_dir, port, pid = serving
     home = tmp_path / "hermes"
@@ -525,6 +533,7 @@ def test_a_lock_file_naming_no_live_process_means_nothing_serves(tmp_path: Path,
     assert doctor.check_forwarding(context(tmp_path)).status == "skip"
 
 
+@needs_hermes
 def test_a_hermes_config_that_is_not_yaml_fails_settings_and_hermes_and_is_left_as_it_is(tmp_path: Path) -> None:
     home = tmp_path / "hermes"
     home.mkdir()
@@ -538,6 +547,7 @@ def test_a_hermes_config_that_is_not_yaml_fails_settings_and_hermes_and_is_left_
     assert sorted(path.name for path in home.iterdir()) == ["config.yaml"]  # Hermes' reader would save a copy
 
 
+@needs_hermes
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths are bytes")
 def test_a_data_dir_that_is_not_text_is_reported_escaped(tmp_path: Path) -> None:
     home = tmp_path / "hermes"
@@ -547,3 +557,23 @@ def test_a_data_dir_that_is_not_text_is_reported_escaped(tmp_path: Path) -> None
         done = lineup_doctor(home, "--data-dir", data_dir, *args)
         assert done.stderr == "" and done.returncode == 0, done.stdout
     assert data_dir in json.loads(lineup_doctor(home, "--data-dir", data_dir, "--json").stdout)["checks"][0]["detail"]
+
+
+#: ``lineup doctor --json`` where Hermes cannot be imported (LineUp installed for MCP only)
+WITHOUT_HERMES = (
+    "import sys; sys.modules['hermes_cli'] = None; from lineup_plugin.cli import main; "
+    "sys.exit(main(['doctor', '--json']))"
+)
+
+
+def test_without_hermes_the_hermes_check_is_skipped_and_settings_come_from_the_environment(tmp_path: Path) -> None:
+    environ = clean_environ(tmp_path / "hermes") | {"LINEUP_DATA_DIR": str(tmp_path / "lineup"), "LINEUP_PORT": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_HERMES], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    checks = by_name(json.loads(done.stdout)["checks"])
+    assert checks["hermes"]["status"] == "skip" and "not installed" in checks["hermes"]["detail"]
+    assert checks["settings"]["detail"] == f"valid: direct mode, data dir {tmp_path / 'lineup'}"
+    assert checks["port"]["status"] == "skip"  # port 0
+    assert not (tmp_path / "hermes").exists()
