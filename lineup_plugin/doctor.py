@@ -76,17 +76,22 @@ class Finding:
 
 def passed(name: str, detail: str) -> Finding:
     """A check that found nothing wrong."""
-    return Finding(name, "pass", detail)
+    return Finding(name, "pass", _one_line(detail))
 
 
 def failed(name: str, detail: str, fix: str) -> Finding:
     """A check that found something wrong, and the one line that fixes it."""
-    return Finding(name, "fail", detail, fix)
+    return Finding(name, "fail", _one_line(detail), _one_line(fix))
 
 
 def skipped(name: str, detail: str) -> Finding:
     """A check that does not apply here (``detail`` says why): it does not fail the run."""
-    return Finding(name, "skip", detail)
+    return Finding(name, "skip", _one_line(detail))
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line (an error message may span several); other spaces are kept (a path may hold two)."""
+    return re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
 
 
 @dataclass
@@ -370,6 +375,8 @@ def check_relay(ctx: Context) -> Finding:
     relay = settings.wukongim
     if relay is None:
         return skipped("relay", "no relay settings (wukongim): the App connects directly")
+    if settings.effective_mode == "direct":
+        return skipped("relay", "mode is direct: the relay settings (wukongim) are not used")
     owner = ctx.owner if settings.effective_mode in ("relay", "both") else None
     return asyncio.run(_check_relay(relay, ctx.timeout, owner))
 

@@ -577,3 +577,14 @@ def test_without_hermes_the_hermes_check_is_skipped_and_settings_come_from_the_e
     assert checks["settings"]["detail"] == f"valid: direct mode, data dir {tmp_path / 'lineup'}"
     assert checks["port"]["status"] == "skip"  # port 0
     assert not (tmp_path / "hermes").exists()
+
+
+def test_every_finding_is_one_line_and_a_path_keeps_its_spaces() -> None:
+    finding = doctor.failed("x", "yaml broke\n  at line 2\r\n", "chmod 600 '/a  b/token'")
+    assert (finding.detail, finding.fix) == ("yaml broke at line 2", "chmod 600 '/a  b/token'")
+
+
+def test_relay_settings_are_not_checked_when_the_mode_is_direct(tmp_path: Path) -> None:
+    relay = {"api_url": f"http://127.0.0.1:{free_port()}", "uid": "agent", "app_uid": "me"}
+    finding = doctor.check_relay(context(tmp_path, mode="direct", wukongim=relay))
+    assert finding.status == "skip" and "not used" in finding.detail
