@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lineup_plugin import doctor
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.doctor import Context, Finding
+from lineup_plugin.doctor import files as doctor_files
 from lineup_plugin.runtime.forward import TOKEN_FILE, socket_path
 from lineup_plugin.runtime.lock import ServerLock
 from tests.fakes.wukongim import FakeWuKongIM
@@ -187,7 +188,7 @@ def test_a_secret_file_named_later_is_checked_too(tmp_path: Path, monkeypatch: p
     (data_dir / "new-feature.key").write_text("key")
     (data_dir / "new-feature.key").chmod(0o604)
     assert doctor.check_files(context(data_dir)).status == "pass"
-    monkeypatch.setattr(doctor, "SECRET_FILES", [*doctor.SECRET_FILES, "new-feature.key"])
+    monkeypatch.setattr(doctor_files, "SECRET_FILES", [*doctor_files.SECRET_FILES, "new-feature.key"])
     assert doctor.check_files(context(data_dir)).fix == f"chmod 600 {data_dir / 'new-feature.key'}"
 
 
