@@ -65,6 +65,8 @@ async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | N
     except (RelayAuthError, RelayTimeoutError) as exc:
         return failed("relay", str(exc), _LOGIN_FIX.format(relay))
     except RelayError as exc:
+        if isinstance(exc.__cause__, EOFError):  # closed before CONNACK: what WuKongIM may do with a bad token
+            return failed("relay", str(exc), _LOGIN_FIX.format(relay))
         return failed("relay", str(exc), f"check wukongim.ws_url: the server's WebSocket address ({address})")
     with contextlib.suppress(Exception):
         async with asyncio.timeout(timeout):
