@@ -336,6 +336,19 @@ async def test_a_relay_that_refuses_the_login_fails_with_the_token_fix(
     )
 
 
+async def test_the_login_is_not_tried_beside_a_serving_process_nor_without_a_token(tmp_path: Path) -> None:
+    async with FakeWuKongIM(token_auth=True, manager_token="manager") as fake:
+        with lock_held(tmp_path):
+            ctx = context(tmp_path, wukongim=relay_settings(fake, manager_token="manager"))
+            finding = await asyncio.to_thread(doctor.check_relay, ctx)
+        assert finding.status == "pass"
+        assert f"login not tried: pid {os.getpid()} (gateway), `hermes gateway` serves the relay" in finding.detail
+        ctx = context(tmp_path, wukongim=relay_settings(fake, manager_token="manager", token=None))
+        finding = await asyncio.to_thread(doctor.check_relay, ctx)
+        assert finding.status == "pass" and "registers its own token" in finding.detail
+        assert fake.logins == [] and fake.connects == 0
+
+
 async def test_an_unreachable_websocket_address_fails_with_the_ws_url_fix() -> None:
     async with FakeWuKongIM() as fake:
         ws_url = f"ws://127.0.0.1:{free_port()}"

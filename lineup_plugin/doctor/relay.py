@@ -47,7 +47,9 @@ async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | N
     address = relay.ws_url or routed
     done = f"GET /route answered ({routed})"
     if owner is not None:
-        return passed("relay", f"{done}; login not tried: {owner} is logged in with these credentials now")
+        return passed(
+            "relay", f"{done}; login not tried: {owner} serves the relay with it (a second login may kick it)"
+        )
     if relay.token is None and relay.manager_token:
         return passed("relay", f"{done}; login not tried: the agent registers its own token at start (manager_token)")
     options = ClientOptions(
