@@ -30,7 +30,7 @@ def check_relay(ctx: Context, settings: Settings) -> Finding:
 async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | None) -> Finding:
     import httpx
 
-    from ..transports.wukongim.client import ClientOptions, Session, Timers
+    from ..transports.wukongim.client import ClientOptions, ImSession, Timers
     from ..transports.wukongim.proto import DeviceFlag
     from ..transports.wukongim.relay import WuKongIMApi
 
@@ -61,7 +61,7 @@ async def _check_relay(relay: WuKongIMSettings, timeout: float, owner: Owner | N
     )
     try:
         async with asyncio.timeout(2 * timeout):  # connecting, then the CONNACK: each within timeout
-            session = await Session.open(address, options)
+            session = await ImSession.open(address, options)
     except TimeoutError:
         return failed("relay", f"{address} did not take the login within {2 * timeout:g} s", _LOGIN_FIX.format(relay))
     except (RelayAuthError, RelayTimeoutError) as exc:
