@@ -10,6 +10,8 @@
 - ``lineup pair [--link APP_URL | --revoke]``: the relay pairing: who is paired, a link that opens
   an exported App already paired, or revoke every pairing;
 - ``lineup app export DIR``: the App as static files for an HTTPS static host;
+- ``lineup doctor [--json]``: check settings, files, port, forwarding, Hermes, App, relay and
+  push, each failure with its fix (see :mod:`lineup_plugin.doctor`); status 1 if one fails.
 - ``lineup --version``: the installed version.
 
 Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
@@ -75,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = app_commands.add_parser("export", help="write the App as static files for an HTTPS static host")
     export.add_argument("dir", help="an empty or new directory")
     export.set_defaults(run=run_app_export)
+
+    doctor = commands.add_parser("doctor", help="check what LineUp needs here; each failure with its fix")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    doctor.add_argument("--data-dir", help="the data directory to check (default: as the settings say)")
+    doctor.set_defaults(run=run_doctor)
     return parser
 
 
@@ -235,6 +242,28 @@ def run_app_export(args: argparse.Namespace) -> int:
         "`lineup pair --link https://<that address>/` (it connects by relay)."
     )
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """``lineup doctor``: every check, as a table or JSON; status 0 only when none failed."""
+    from pathlib import Path
+
+    from . import doctor
+
+    context = doctor.Context(data_dir=Path(args.data_dir) if args.data_dir else None)
+    try:
+        return doctor.report(doctor.run(context), as_json=args.json)
+    except KeyboardInterrupt:
+        print("\nlineup doctor interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # its reader went away (`lineup doctor | head`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # the checks catch their own errors: this is the report itself failing
+        print(f"lineup doctor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def _stats_of_the_server(settings: Settings, since: float | None, busy: StoreBusyError) -> dict[str, Any]:

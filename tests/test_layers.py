@@ -23,8 +23,8 @@ layer  modules (under ``lineup_plugin/``)                  what they are
                                                            the runtime's calls and messages
 6      ``transports/``                                     direct, relay (WuKongIM), memory
 7      ``runtime/``                                        agent runtimes (the Hermes adapter)
-8      ``cli``, ``demo``, ``hermes``, ``docs_gen``,        entry points, and the public API that
-       the package ``__init__``                            loads the layers below on first use; the
+8      ``cli``, ``demo``, ``doctor``, ``hermes``,          entry points, and the public API that
+       ``docs_gen``, the package ``__init__``              loads the layers below on first use; the
                                                            generated parts of the docs
 =====  ==================================================  =========================================
 
@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hub", "agent_side"),
     ("transports",),
     ("runtime",),
-    ("cli", "demo", "hermes", "docs_gen", ""),
+    ("cli", "demo", "doctor", "hermes", "docs_gen", ""),
 )
 
 #: parts that may import nothing of the package but themselves and the parts listed
