@@ -1,6 +1,6 @@
 """Hostile and broken input found when the plugin was attacked: each defect, as a test that failed before its fix.
 
-Item numbers are those of the hardening issue (see the README's *Nothing lost* section).
+Item numbers are those of the hardening issue (see docs/durability.md).
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ layer  modules (under ``lineup_plugin/``)                  what they are
                                                            the runtime's calls and messages
 6      ``transports/``                                     direct, relay (WuKongIM), memory
 7      ``runtime/``                                        agent runtimes (the Hermes adapter)
-8      ``cli``, ``demo``, ``hermes``, the package          entry points, and the public API that
-       ``__init__``                                        loads the layers below on first use
+8      ``cli``, ``demo``, ``doctor``, ``hermes``,          entry points, and the public API that
+       ``docs_gen``, the package ``__init__``              loads the layers below on first use; the
+                                                           generated parts of the docs
 =====  ==================================================  =========================================
 
 The table is :data:`LAYERS` (and :data:`ONLY` for the two rules stricter than the layers) below.
@@ -54,7 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hub", "agent_side"),
     ("transports",),
     ("runtime",),
-    ("cli", "demo", "hermes", ""),
+    ("cli", "demo", "doctor", "hermes", "docs_gen", ""),
 )
 
 #: parts that may import nothing of the package but themselves and the parts listed

@@ -214,6 +214,11 @@ class ToolBridge:
         with self._lock:
             return list(self._schemas)
 
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The function schema of each tool currently registered with the runtime, by name."""
+        with self._lock:
+            return dict(self._schemas)
+
     def sync(self, *, force: bool = False) -> tuple[list[str], list[str]]:
         """Register new or changed tools (all of them with ``force``), unregister gone ones.
 

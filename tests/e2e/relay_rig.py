@@ -2,7 +2,7 @@
 fake WuKongIM (validated by the official JS SDK in tests/transports and tests/js), as ``mode:
 both`` runs them; the App in real Chromium pairs on the "LAN" and falls back to the relay when the
 direct server is closed. The exported App is served by a plain static server on another port (the
-HTTPS static host of the README, without TLS: 127.0.0.1 is a secure context for the browser too).
+HTTPS static host of docs/away-from-home.md, without TLS: 127.0.0.1 is a secure context for the browser too).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ RELIES_ON: dict[str, list[str]] = {
     "clarify_timeout": ["tools.clarify_gateway:get_clarify_timeout"],
     "cli_agent_running": ["cli:HermesCLI.self._agent_running", "cli:HermesCLI.self.agent"],
     "cli_session_id": ["cli:HermesCLI.self.session_id"],
+    "config_path": ["hermes_cli.config:get_config_path"],
+    "config_problem": ["hermes_cli.config:get_config_path", "hermes_cli.config:fast_safe_load"],
     "cli_of": ["hermes_cli.plugins:PluginContext.self._manager", "hermes_cli.plugins:PluginManager()._cli_ref"],
     "forget_plugin_tool": [
         "tools.registry:registry.deregister",
@@ -71,6 +73,14 @@ RELIES_ON: dict[str, list[str]] = {
         'gateway.run::getattr(_adapter, "SUPPORTS_MESSAGE_EDITING", True)',
         "gateway.platforms.base:SendResult",
         "gateway.config:Platform",
+    ],
+    "plugin_status": [
+        "hermes_cli.plugins_cmd:_discover_all_plugins",
+        "hermes_cli.plugins_cmd:_get_enabled_set",
+        "hermes_cli.plugins_cmd:_get_disabled_set",
+        "hermes_cli.plugins_cmd:_plugin_status(key)",
+        "hermes_cli.plugins_cmd::return list(seen.values())",
+        "hermes_cli.plugins_cmd::(name, version, description, source, dir_path, key)",
     ],
     "session_chat": ["gateway.session_context:get_session_env", 'gateway.session_context::"HERMES_SESSION_CHAT_ID"'],
     "quiet_cli": ['hermes_cli._parser::"-Q"', 'hermes_cli._parser::"--quiet"'],

@@ -26,6 +26,8 @@ __all__ = [
     "cli_agent_running",
     "cli_of",
     "cli_session_id",
+    "config_path",
+    "config_problem",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -35,6 +37,7 @@ __all__ = [
     "mark_connected",
     "mark_disconnected",
     "platform_api",
+    "plugin_status",
     "quiet_cli",
     "refresh_agent_tools",
     "resolve_approval",
@@ -88,6 +91,50 @@ def load_config() -> Mapping[str, Any]:
 
     config = hermes_load_config()
     return config if isinstance(config, Mapping) else {}
+
+
+def config_path() -> str:
+    """Where Hermes reads its ``config.yaml`` (``hermes_cli.config.get_config_path``: under ``HERMES_HOME``)."""
+    from hermes_cli.config import get_config_path
+
+    return str(get_config_path())
+
+
+def config_problem() -> str:
+    """Why Hermes cannot parse its ``config.yaml`` ("" when it can, or there is none).
+
+    Hermes' own reader then warns and runs on its defaults, ignoring the whole file; this parses
+    it as Hermes does (``fast_safe_load``, which ``hermes_cli.config`` reads with) without that
+    fallback (or the copy of the file it saves).
+    """
+    from hermes_cli.config import fast_safe_load, get_config_path
+
+    try:
+        with open(get_config_path(), encoding="utf-8") as file:
+            fast_safe_load(file)
+    except FileNotFoundError:
+        return ""
+    except Exception as exc:  # PyYAML's errors, a file that is not UTF-8, one that cannot be read
+        return " ".join(str(exc).split())
+    return ""
+
+
+def plugin_status(name: str) -> tuple[str, str] | None:
+    """Plugin ``name`` as ``hermes plugins list`` shows it: ``(status, source)``, or None if Hermes does not find it.
+
+    ``status`` is ``enabled``, ``not enabled`` or ``disabled`` (``plugins.enabled`` and
+    ``plugins.disabled`` of config.yaml); ``source`` is where Hermes found it (``entrypoint``
+    for an installed package, ``user`` for a directory in ``$HERMES_HOME/plugins``...). The
+    functions of ``hermes_cli.plugins_cmd`` behind the list command do the finding and reading.
+    """
+    from hermes_cli import plugins_cmd
+
+    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+    for entry in plugins_cmd._discover_all_plugins():  # (name, version, description, source, path, key)
+        found, source, key = str(entry[0]), str(entry[3]), str(entry[5])
+        if name in (found, key):
+            return str(plugins_cmd._plugin_status(found, enabled, disabled, key=key)), source
+    return None
 
 
 def clarify_timeout() -> float:

@@ -225,7 +225,7 @@ class DirectOptions:
     """What the direct server needs to know (the user's settings of direct mode).
 
     ``token`` is the configured token, or None for the one kept in ``<data_dir>/token``. The
-    fields mean what the settings of the same names mean (see the README's settings table).
+    fields mean what the settings of the same names mean (see docs/settings.md).
     """
 
     host: str
