@@ -29,7 +29,6 @@ from lineup_plugin import Hub, load_registry
 from lineup_plugin.hub import use_push
 from lineup_plugin.push.service import PushService
 from lineup_plugin.transports.direct.static import APP_POLICY, packaged_app
-from tests.wsapp import wait_until
 
 from ..fakes.pushservice import FakePushService, Subscriber, push_service
 from .browser import PHONE
@@ -80,11 +79,28 @@ class Pusher:
         )
 
 
-async def notifications(page: Page, count: int) -> list[dict[str, Any]]:
-    """The App's notifications once there are ``count`` of them."""
-    await page.wait_for_function(f"{NOTIFICATIONS}.then((shown) => shown.length === {count})")
-    shown: list[dict[str, Any]] = await page.evaluate(
-        f"{NOTIFICATIONS}.then((all) => all.map((n) => ({{title: n.title, body: n.body, tag: n.tag, data: n.data}})))"
+async def notifications(page: Page, *tags: str) -> list[dict[str, Any]]:
+    """The App's notifications once they are exactly those of ``tags`` (one each), sorted by tag.
+
+    A page hears of no event when its worker shows or closes a notification, so the page looks
+    again every 20 ms (Playwright's ``wait_for_function`` does not wait on promises).
+    """
+    shown: list[dict[str, Any]] = await asyncio.wait_for(
+        page.evaluate(
+            """async (want) => {
+              const registration = await navigator.serviceWorker.ready;
+              for (;;) {
+                const all = await registration.getNotifications();
+                if (JSON.stringify(all.map((n) => n.tag).sort()) === JSON.stringify(want)) {
+                  return all.map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data }))
+                    .sort((a, b) => (a.tag < b.tag ? -1 : 1));
+                }
+                await new Promise((next) => setTimeout(next, 20));
+              }
+            }""",
+            sorted(tags),
+        ),
+        30,  # two shared cores: be patient
     )
     return shown
 
@@ -99,7 +115,7 @@ async def test_a_push_shows_one_notification_per_card_and_the_follow_up_closes_i
 
     card = {"v": 1, "kind": "card", "call_id": "call-1", "tool": "confirm", "text": "Delete the old backups?"}
     await pusher.push(card)
-    [shown] = await notifications(page, 1)
+    [shown] = await notifications(page, "call-1")
     assert shown == {
         "title": "The agent asks for your approval",
         "body": "Delete the old backups?",
@@ -108,13 +124,13 @@ async def test_a_push_shows_one_notification_per_card_and_the_follow_up_closes_i
     }
     await pusher.push(card)  # the same card again: still one notification
     await pusher.push({"v": 1, "kind": "card", "call_id": "call-2"})  # preview off: content-free
-    shown_now = await notifications(page, 2)
+    shown_now = await notifications(page, "call-1", "call-2")
     assert sorted((n["tag"], n["title"]) for n in shown_now) == [
         ("call-1", "The agent asks for your approval"),
         ("call-2", "A card is waiting"),
     ]
     await pusher.push({"v": 1, "kind": "closed", "call_id": "call-1"})
-    assert [n["tag"] for n in await notifications(page, 1)] == ["call-2"]
+    assert [n["tag"] for n in await notifications(page, "call-2")] == ["call-2"]
 
 
 async def test_clicking_a_notification_opens_the_app_on_its_card(agent: Agent, phone: BrowserContext) -> None:
@@ -128,7 +144,7 @@ async def test_clicking_a_notification_opens_the_app_on_its_card(agent: Agent, p
     assert call_id and await card.is_hidden()  # it waits in conversation "ops", not the one shown
     pusher = await Pusher.attach(page, agent.url.rstrip("/"))
     await pusher.push({"v": 1, "kind": "card", "call_id": call_id, "tool": "confirm", "text": "Restart the database?"})
-    await notifications(page, 1)
+    await notifications(page, call_id)
 
     [worker] = phone.service_workers
     await worker.evaluate(
@@ -139,7 +155,7 @@ async def test_clicking_a_notification_opens_the_app_on_its_card(agent: Agent, p
     )
     await expect(card).to_be_visible()
     await expect(card).to_be_focused()
-    await notifications(page, 0)  # the click closed it
+    await notifications(page)  # the click closed it
     await card.get_by_role("button", name="Approve").click()
     assert (await call).status == "completed"
 
@@ -261,7 +277,7 @@ async def test_the_app_subscribes_the_agent_pushes_the_card_and_the_close_and_th
         await pusher.push(notice)  # the browser's push service hands the (opened) payload to the worker
         page = await context.new_page()  # a window of the App to read the notifications from
         await page.goto(agent.url)
-        [shown_now] = await notifications(page, 1)
+        [shown_now] = await notifications(page, notice["call_id"])
         assert (shown_now["title"], shown_now["tag"]) == ("The agent asks you to choose", notice["call_id"])
 
         # answered there: the follow-up push closes the notification
@@ -269,7 +285,7 @@ async def test_the_app_subscribes_the_agent_pushes_the_card_and_the_close_and_th
         assert (await away).status == "completed"
         _, close_push = await fake.wait_for(2)
         await pusher.push(phone.notice(close_push))
-        await notifications(page, 0)
+        await notifications(page)
     finally:
         await context.close()
 
@@ -315,10 +331,10 @@ async def test_a_notification_clicked_with_no_app_window_opens_the_app_on_its_ca
     page = await phone.new_page()
     await page.goto(agent.link)  # the App keeps its token for the next time
     await expect(page.locator("#link")).to_have_text("Connected")
-    await page.close()
     call = agent.call("confirm", {"message": "Rotate the keys?"}, conversation_id="ops")
-    await wait_until(lambda: agent.hub.session.calls.all())
+    await expect(page.locator('article.card[data-tool="confirm"]')).to_have_count(1)
     [live] = agent.hub.session.calls.all()
+    await page.close()  # then the App is closed; the notification of the card is clicked
     page = await phone.new_page()
     await page.goto(f"{agent.url}#card={quote(live.call_id, safe='')}")
     card = page.locator(f'article.card[data-call-id="{live.call_id}"]')
