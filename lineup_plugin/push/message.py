@@ -104,8 +104,8 @@ class Subscription:
             raise PushError(
                 f"push subscription: {host} is not a known push service; add it to the push_services setting"
             )
-        if any(ch.isspace() or ord(ch) < 32 for ch in endpoint):
-            raise PushError("push subscription: the endpoint has blanks or control characters")
+        if not endpoint.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in endpoint):
+            raise PushError("push subscription: the endpoint must be plain ASCII with no blanks or control characters")
         point = _b64url_decode(p256dh, "p256dh", 65)
         try:
             ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)

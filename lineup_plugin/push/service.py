@@ -168,7 +168,16 @@ class PushService:
     # ----------------------------------------------------------------------- the session
 
     def observe(self, batch: Batch[Any]) -> None:
-        """Read one applied batch of the session: cards that wait, are shown, ended; subscriptions sent."""
+        """Read one applied batch of the session: cards that wait, are shown, ended; subscriptions sent.
+
+        Never raises: a push must not stop the hub from applying its batch (a bug is logged).
+        """
+        try:
+            self._observe(batch)
+        except Exception:
+            log.exception("push: reading a batch failed; the calls go on")
+
+    def _observe(self, batch: Batch[Any]) -> None:
         for event in batch.events:
             if isinstance(event, CardWaiting):
                 call = event.call

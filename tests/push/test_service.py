@@ -278,6 +278,9 @@ async def test_the_timer_pushes_after_the_grace_on_its_own(tmp_path: Path, fake:
         ({"endpoint": "https://u:p@push.example/x", "keys": {"p256dh": "P", "auth": "A"}}, "must be https://host"),
         ({"endpoint": "https://push.example/" + "x" * 3000, "keys": {"p256dh": "P", "auth": "A"}}, "longer than"),
         ({"endpoint": "https://push.example/x", "keys": {"p256dh": "!!", "auth": "A"}}, "p256dh is not base64url"),
+        ({"endpoint": "https://push.example/\ud800", "keys": {"p256dh": "P", "auth": "A"}}, "plain ASCII"),
+        ({"endpoint": "https://push.example/é", "keys": {"p256dh": "P", "auth": "A"}}, "plain ASCII"),
+        ({"endpoint": "https://push.example/a b", "keys": {"p256dh": "P", "auth": "A"}}, "no blanks"),
         ({"endpoint": "https://push.example/x", "keys": {"p256dh": "AAAA", "auth": "A"}}, "p256dh must be 65 bytes"),
         ({"endpoint": "https://push.example/x", "keys": {"p256dh": "B" + "A" * 86, "auth": "A"}}, "not a P-256"),
     ],
@@ -410,3 +413,14 @@ def test_the_same_subscription_sent_again_writes_nothing(tmp_path: Path) -> None
     push.subscribe("laptop", phone.subscription())  # news: written
     assert (tmp_path / FILE_NAME).stat().st_ino != written
     assert len(push.subscriptions) == 1
+
+
+def test_a_bug_while_reading_a_batch_never_reaches_the_hub(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    push = PushService(tmp_path, contact=CONTACT, services=SERVICES)
+
+    class Broken:
+        events = property(lambda self: 1 / 0)
+        ended = ()
+
+    push.observe(Broken())  # type: ignore[arg-type]
+    assert "reading a batch failed" in caplog.text
