@@ -146,7 +146,9 @@ export class Notifier {
 
   /** With permission, make sure the agent has this browser's subscription for its key (again on every welcome). */
   async subscribe() {
-    if (!this.supported || Notification.permission !== "granted" || !this.agentKey) return; // no key: push is off
+    if (!this.supported || !this.agentKey) return; // no key: push is off
+    if (Notification.permission === "denied") return this.send("push.subscribe", { subscription: null }); // taken back
+    if (Notification.permission !== "granted") return;
     if (this.problem) return this.once(this.problem);
     const registration = await this.registration;
     if (!registration) return this.once(this.problem);
