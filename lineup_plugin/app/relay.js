@@ -4,8 +4,7 @@
 // was offline reach it) and exchanges LineUp envelopes sealed end to end (e2e.js).
 
 import { APP_VERSION, PROTOCOL_VERSION, deviceId, makeEnvelope, readEnvelope } from "./envelope.js";
-import { Sealer } from "./e2e.js";
-import { Channel, ChannelTypePerson, ConnectStatus, MessageContent, WKSDK } from "./vendor/relay.js";
+import { Sealer, relayLibrary } from "./e2e.js";
 
 const DEFAULT_CONTENT_TYPE = 9527;
 // WuKongIM v2 answers a wrong token with silence and a close: after this many closes in a row
@@ -14,21 +13,34 @@ const FAILED_LOGINS_TOLD = 3;
 
 let contentType = DEFAULT_CONTENT_TYPE;
 
+/** The relay library with LineUp's custom content class, once it is loaded (see relayLibrary in e2e.js). */
+let wk = null;
+
 /** LineUp custom content: {"type": 9527, "e2e": {...}} (or the agent's {"refused": {...}} in clear). */
-class LineUpContent extends MessageContent {
-  constructor(data = {}) {
-    super();
-    this.data = data;
+function lineUpContent(MessageContent) {
+  return class LineUpContent extends MessageContent {
+    constructor(data = {}) {
+      super();
+      this.data = data;
+    }
+    get contentType() {
+      return contentType;
+    }
+    encodeJSON() {
+      return { ...this.data };
+    }
+    decodeJSON(content) {
+      this.data = content;
+    }
+  };
+}
+
+async function loadRelay() {
+  if (!wk) {
+    const library = await relayLibrary();
+    wk = { ...library, LineUpContent: lineUpContent(library.MessageContent) };
   }
-  get contentType() {
-    return contentType;
-  }
-  encodeJSON() {
-    return { ...this.data };
-  }
-  decodeJSON(content) {
-    this.data = content;
-  }
+  return wk;
 }
 
 /**
@@ -48,11 +60,28 @@ export class RelayConnection {
     this.failedLogins = 0;
   }
 
-  /** Log in with `pairing` and say hello; a previous login is dropped. */
+  /** Log in with `pairing` and say hello (once the relay library is loaded); a previous login is dropped. */
   connect(pairing) {
     this.disconnect();
     this.pairing = pairing;
-    this.sealer = new Sealer(pairing);
+    this.active = true;
+    this.cb.onState("connecting");
+    const attempt = (this.attempt = {});
+    loadRelay().then(
+      (library) => this.active && this.attempt === attempt && this.login(library, pairing),
+      (error) => this.active && this.attempt === attempt && this.unloaded(error),
+    );
+  }
+
+  /** The relay library could not be fetched (the agent's address is out of reach): say so, stay reconnecting. */
+  unloaded(error) {
+    this.cb.onState("reconnecting");
+    this.cb.onProblem(`The relay code could not be loaded (${error.message}); it is tried again on the next reconnect.`);
+  }
+
+  login(library, pairing) {
+    const { WKSDK, LineUpContent } = library;
+    this.sealer = new Sealer(pairing, library);
     contentType = pairing.content_type || DEFAULT_CONTENT_TYPE;
     const sdk = WKSDK.shared();
     if (!this.sdk) {
@@ -62,8 +91,6 @@ export class RelayConnection {
       this.sdk = sdk;
     }
     Object.assign(sdk.config, { addr: pairing.ws, uid: pairing.uid, token: pairing.token });
-    this.active = true;
-    this.cb.onState("connecting");
     sdk.connectManager.connect();
   }
 
@@ -86,12 +113,14 @@ export class RelayConnection {
   }
 
   post(text) {
+    const { Channel, ChannelTypePerson, LineUpContent } = wk;
     const content = new LineUpContent({ e2e: this.sealer.seal(text) });
     this.sdk.chatManager.send(content, new Channel(this.pairing.agent, ChannelTypePerson));
   }
 
   status(status, reason) {
     if (!this.active) return;
+    const { ConnectStatus } = wk;
     if (status === ConnectStatus.Connected) {
       this.failedLogins = 0;
       const hello = {
@@ -124,7 +153,7 @@ export class RelayConnection {
 
   received(message) {
     if (!this.active || !message.messageID || message.fromUID !== this.pairing.agent) return;
-    const data = message.content instanceof LineUpContent ? message.content.data : null;
+    const data = message.content instanceof wk.LineUpContent ? message.content.data : null;
     if (!data) return; // other content (e.g. text the agent posts for stock IM clients)
     if (data.refused) {
       this.disconnect();
