@@ -1,3 +1,4 @@
+// @ts-check
 // confirm: message, details and risk → Approve: completed {approved: true}; Reject: rejected {approved: false}.
 
 import { h } from "../dom.js";
