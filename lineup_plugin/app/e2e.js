@@ -1,3 +1,4 @@
+// @ts-check
 // End-to-end encryption of LineUp envelopes over the relay (the agent's side:
 // lineup_plugin/transports/wukongim/e2e.py, which states the format). X25519 + HKDF-SHA256 +
 // AES-256-GCM from the audited noble libraries bundled in vendor/relay.js: WebCrypto does not exist

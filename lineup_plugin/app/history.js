@@ -1,3 +1,4 @@
+// @ts-check
 // The agent's history as this App follows it: the last seq seen (kept in localStorage per agent,
 // like SSE's Last-Event-ID) with what was shown up to it, so a reloaded page draws the
 // conversation at once and asks only for what it missed; which live messages are duplicates;

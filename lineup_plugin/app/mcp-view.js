@@ -1,3 +1,4 @@
+// @ts-check
 // The card an MCP Apps host (SEP-1865: Claude, ChatGPT, VS Code, Goose...) shows inline while the
 // agent's LineUp tool call waits. `lineup mcp` bundles this module with the App's own cards into one
 // page per tool (ui://lineup/card/<tool>); the host runs it in a sandboxed iframe and talks to it with
@@ -102,7 +103,7 @@ let card = null; // the card of this call, once the server said which LineUp cal
 let ended = null; // the call's MCP result, if it came before the card
 
 const deck = new Deck({ show: (el) => feed.append(el), send: (kind, payload) => send(kind, payload), boards: new Boards() });
-deck.plugins = { find: async (name) => (name === VIEW.tool && pluginRenderer ? checked({ default: pluginRenderer }) : null) };
+deck.plugins = /** @type {any} */ ({ find: async (name) => (name === VIEW.tool && pluginRenderer ? checked({ default: pluginRenderer }) : null) });
 
 /** The card's answer goes to the agent through the host; acknowledgements mean nothing to a host. */
 async function send(kind, payload) {
@@ -124,7 +125,7 @@ function notice(text) {
 /** The call ended (answered on the phone, expired, cancelled...): dismiss the card if it still waits. */
 function end(reason) {
   if (card) deck.cancel({ call_id: card.call.call_id, reason });
-  else if (!feed.firstChild || feed.firstChild.matches?.("p")) notice(reason);
+  else if (!feed.firstChild || (feed.firstChild instanceof Element && feed.firstChild.matches("p"))) notice(reason);
 }
 
 bridge.on("ping", () => ({}));

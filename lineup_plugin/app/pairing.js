@@ -1,3 +1,4 @@
+// @ts-check
 // Pairing for the relay: what the App keeps to reach the agent through WuKongIM when it cannot
 // reach it directly. Over the direct connection the App sends its public key to GET /api/pair (with
 // the token) and keeps the answer; a link made by `lineup pair --link` carries the same in its

@@ -1,3 +1,4 @@
+// @ts-check
 // One card in the feed for one tool call: it answers exactly once, or is dismissed with a reason.
 
 import { h, uid } from "../dom.js";
@@ -39,6 +40,7 @@ export class Card {
     this.interactive = interactive;
     this.result = null;
     this.dismissed = false;
+    this.restored = false; // drawn from the history: nothing is sent
     this.body = h("fieldset", { class: "card-body" });
     this.outcome = h("p", { class: "card-outcome", role: "status", hidden: true });
     this.tag = h("span", { class: "card-tag" }, label);

@@ -1,3 +1,4 @@
+// @ts-check
 // confirm: message, details and risk → Approve: completed {approved: true}; Reject: rejected {approved: false}.
 // With choices ([{value, label, approves}], e.g. Hermes' allow once / this session / always / deny) a
 // button each, in order: one that approves → completed {approved: true, choice}; else rejected

@@ -1,3 +1,4 @@
+// @ts-check
 // The cards of every tool call: one card per call_id, acknowledged when shown, answered once,
 // dismissed when the agent withdraws the call.
 
