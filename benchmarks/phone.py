@@ -43,6 +43,8 @@ TARGET_BYTES = 100_000
 #: what a reload may transfer
 TARGET_RELOAD_BYTES = 10_000
 TOKEN = "bench-token-0123456789abcdef"
+#: the loads measured, in the table's order
+LOADS = ("unthrottled, new device", "phone network, new device", "phone network, reload")
 
 
 @dataclass
@@ -145,7 +147,7 @@ def rows(loads: dict[str, Load] | None) -> list[Row]:
     """The table rows: each load's time, bytes and requests, the phone ones against their targets."""
     if loads is None:
         return [Row("phone", "first card (Chromium not installed)", "not run", "", "", "")]
-    base = loads["unthrottled, new device"]
+    base = loads[LOADS[0]]
     out: list[Row] = []
     for name, load in loads.items():
         compared = "" if load is base else f"{load.seconds / base.seconds:.1f}× unthrottled ({base.seconds:.2f} s)"

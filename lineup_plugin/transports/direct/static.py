@@ -8,7 +8,8 @@ Made for a phone on a slow network (:class:`AppFiles`):
 
 - **One script.** ``index.html`` is sent with its ``<script type="module" src="app.js">``
   pointing at :data:`BUNDLE_PATH`: the App's modules joined into one script
-  (:func:`~.modules.bundle`), one request instead of one per module. The relay library
+  (:func:`~.modules.bundle`, comments left out: :func:`~.modules.lean`), one request instead
+  of one per module. The relay library
   (``vendor/relay.js``) is not in it: the App imports it only when it uses the relay. Should the
   modules not bundle, the page keeps ``app.js`` (the browser then fetches each module) and the
   reason is logged.
@@ -38,7 +39,7 @@ from websockets.http11 import Request, Response
 
 from ...errors import RendererError
 from .api import IMMUTABLE, NO_CACHE, response
-from .modules import bundle
+from .modules import bundle, lean
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class AppFiles:
                 self._told.add(str(exc))
                 log.warning("the App is served module by module (slower): its modules do not bundle: %s", exc)
             return None
-        body = f"// The LineUp App's modules joined into one script (lineup_plugin/app, {ENTRY}).\n{text}".encode()
+        body = f"// The LineUp App's modules joined into one script ({ENTRY} and its imports).\n{lean(text)}".encode()
         return Asset(body, content_type(BUNDLE_PATH), etag_of(body))
 
     def index_page(self, body: bytes, where: PurePosixPath) -> bytes:
