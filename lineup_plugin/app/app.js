@@ -9,7 +9,7 @@ import { h } from "./dom.js";
 import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId } from "./envelope.js";
-import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
+import { HistoryCursor } from "./history.js";
 import { CHUNK_BYTES, RELAY_CHUNK_BYTES, Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
@@ -119,8 +119,7 @@ function showEntry(entry, replay = false) {
     } else if (entry.event === "call" && entry.call) {
       deck.restore(entry.call);
     } else if (entry.event === "call.end" && entry.result) {
-      const where = answeredWhere(entry.device_id, deviceId());
-      deck.settle(entry.result.call_id, entry.result, describeEnd(entry.result), where);
+      deck.ended(entry);
     } else if (entry.event === "conversation" && typeof entry.title === "string") {
       conversations.create(shownIn, entry.title);
     }
@@ -139,7 +138,7 @@ function replay(items) {
         if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") });
         else if (item.k === "tool.call") deck.restore(item.p);
         else if (item.k === "tool.cancel") deck.cancel(item.p);
-        else if (item.k === "answer") deck.settle(item.p.call_id, item.p, describeEnd(item.p), answeredWhere(deviceId(), deviceId()));
+        else if (item.k === "answer") deck.answered(item.p);
       });
     }
   }
@@ -209,7 +208,10 @@ const connection = new Transport({
     }
     cursor.advance(envelope.seq);
   },
-  onState: (state) => showLink(ui.link, state),
+  onState: (state) => {
+    showLink(ui.link, state);
+    deck.link(state);
+  },
   onAuthFailed: () => {
     forgetToken(); // a reload must not retry it; the field keeps it for correcting
     showConnect(WRONG_TOKEN);

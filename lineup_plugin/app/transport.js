@@ -8,6 +8,7 @@
 // The transport is also who the App talks to: the agent's id (learnt from what it sends) and
 // the envelopes (makeEnvelope) are made here, for the conversation each send names.
 
+import { deviceName } from "./cards/outcome.js";
 import { Connection } from "./connection.js";
 import { APP_VERSION, DEFAULT_AGENT, PROTOCOL_VERSION, deviceId, makeEnvelope } from "./envelope.js";
 import { StateMachine } from "./machine.js";
@@ -143,6 +144,7 @@ export class Transport {
       app_version: APP_VERSION,
       protocol_version: PROTOCOL_VERSION,
       ...fields,
+      name: deviceName(), // what other devices' cards say an answer was given on ("Approved on Pixel 7 (Chrome)")
       open_calls: this.cb.openCalls(),
       ...this.cb.resume(),
     };
