@@ -78,14 +78,16 @@ async def test_a_new_device_with_a_long_history_sees_the_waiting_card_first_then
     page = await open_app(connected=False, url="about:blank")
     cdp = await page.context.new_cdp_session(page)
     await cdp.send("Network.enable")
-    frames: list[int] = []
-    cdp.on("Network.webSocketFrameReceived", lambda event: frames.append(len(event["response"]["payloadData"])))
+    frames: list[str] = []
+    cdp.on("Network.webSocketFrameReceived", lambda event: frames.append(event["response"]["payloadData"]))
     await page.goto(agent.link)
     await expect(page.locator("article.card")).to_be_visible()
-    before_card = sum(frames)
+    await expect(page.locator(".msg-agent")).to_have_count(len(texts))  # the older pages follow
+    card_frame = next(i for i, frame in enumerate(frames) if '"lineup.v1.tool.call"' in frame)
+    before_card = sum(len(frame) for frame in frames[: card_frame + 1])
     assert before_card < 100_000, before_card  # the newest page and the card, not the whole history
+    assert sum(len(frame) for frame in frames) > 500_000  # the rest came after it
     messages = page.locator(".msg-agent")
-    await expect(messages).to_have_count(len(texts))  # the older pages follow
     shown = [text[:4] for text in await messages.all_inner_texts()]
     assert shown == [text[:4] for text in texts]  # oldest at the top, in order
     await page.reload()
