@@ -169,11 +169,28 @@ class ToolResult(WireModel):
     result: dict[str, Any] = Field(default_factory=dict)
 
 
+class CallOutcome(WireModel):
+    """How a call ended, as the session decided it: the ``status`` and ``result`` the agent got, and
+    the device whose answer that was (``device_id``, and ``device_name`` as people call it, from
+    its ``device.hello``), or neither when nobody answered (expired, cancelled, failed)."""
+
+    status: CallStatus
+    result: dict[str, Any] = Field(default_factory=dict)
+    device_id: str | None = Field(default=None, max_length=256)
+    device_name: str | None = Field(default=None, max_length=120)
+
+
 class ToolCancel(WireModel):
-    """Withdraws a call; ``reason`` is shown to the user (e.g. "answered on another device")."""
+    """A call ended, or was withdrawn; ``reason`` is shown to the user (e.g. "answered on another device").
+
+    ``outcome`` is the session's verdict, sent to every device when a call ends — the one whose
+    answer won too — and to a device that asks about a call that ended (its hello's
+    ``open_calls``, an answer that came too late): a card shows it instead of its own guess.
+    """
 
     call_id: Identifier
     reason: str | None = None
+    outcome: CallOutcome | None = None
 
 
 class AgentStatus(WireModel):
@@ -284,7 +301,8 @@ class HistoryEntry(WireModel):
     ``text`` and ``attachments`` as message ``message_id``; ``interrupted`` when it was cut short),
     ``call`` (the ``call`` the agent made), ``call.end`` (its terminal ``result``; ``device_id``
     answered it, none when it ended otherwise), ``status`` (the agent's ``status``),
-    ``conversation`` (the conversation is called ``title``).
+    ``conversation`` (the conversation is called ``title``). ``device_name`` is how people call
+    ``device_id`` (from its ``device.hello``).
     """
 
     seq: Seq
@@ -292,6 +310,7 @@ class HistoryEntry(WireModel):
     conversation_id: Identifier
     event: HistoryEvent
     device_id: str | None = None
+    device_name: str | None = None
     ref: str | None = None
     text: str | None = None
     message_id: str | None = None

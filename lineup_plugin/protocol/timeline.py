@@ -84,10 +84,15 @@ class Timeline(Generic[L]):
             del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
         return record
 
-    def record_end(self, call: Call, device_id: str | None) -> int | None:
-        """Keep how ``call`` ended (and who answered it) in the history; the entry's seq."""
+    def record_end(self, call: Call) -> int | None:
+        """Keep how ``call`` ended (and who answered it, :attr:`Call.answered_by`) in the history; the entry's seq."""
+        fields = {"device_id": call.answered_by, "device_name": call.answered_name}
         entry = self.record(
-            "call.end", call.conversation_id, call_id=call.call_id, result=call.result, device_id=device_id
+            "call.end",
+            call.conversation_id,
+            call_id=call.call_id,
+            result=call.result,
+            **{key: value for key, value in fields.items() if value is not None},
         )
         return entry.seq if entry is not None else None
 
