@@ -1,3 +1,4 @@
+// @ts-check
 // The feed (chat messages and cards, in order), the agent's status badge and the connection pill.
 
 import { h } from "./dom.js";
@@ -27,6 +28,8 @@ export class Feed {
     this.list = list;
     this.scroller = scroller;
     this.replies = new Map(); // message_id → {el, p, seq, settled}
+    /** @type {((node: HTMLElement) => void) | null} called before an element is appended */
+    this.onAdd = null;
   }
 
   /** Append an element, keeping the view at the bottom if the user was there. */

@@ -1,9 +1,8 @@
+// @ts-check
 // The agent's history as this App follows it: the last seq seen (kept in localStorage per agent,
 // like SSE's Last-Event-ID) with what was shown up to it, so a reloaded page draws the
-// conversation at once and asks only for what it missed; which live messages are duplicates;
-// and how an answered card reads.
-
-import { STATUS_TEXT } from "./cards/card.js";
+// conversation at once and asks only for what it missed; which live messages are duplicates.
+// (How an ended call reads on its card: cards/outcome.js.)
 
 const AGENT_KEY = "lineup.agent";
 const keyOf = (agentId) => `lineup.history.${agentId}`;
@@ -85,29 +84,4 @@ export class HistoryCursor {
       }
     }
   }
-}
-
-/** How an ended call reads on its card when it comes back from the history. */
-export function describeEnd(result, answeredHere) {
-  const answer = result.result && typeof result.result === "object" ? result.result : {};
-  let text = STATUS_TEXT[result.status] ?? String(result.status);
-  if (result.status === "completed") {
-    if ("selected" in answer) text = `Chose: ${answer.selected}`;
-    else if (answer.approved === true) text = "Approved";
-    else if (answer.values && typeof answer.values === "object") {
-      const parts = Object.entries(answer.values).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
-      text = parts.length ? `Sent ${parts.join(", ")}` : "Sent";
-    } else if ("value" in answer) text = `Result: ${answer.value}`;
-  } else if (typeof answer.message === "string" && answer.message) {
-    text = `${text}: ${answer.message}`;
-  }
-  return text;
-}
-
-/** Who answered where, for people: "on this device" or a short form of the other device's id. */
-export function answeredWhere(deviceId, ownId) {
-  if (!deviceId) return "";
-  if (deviceId === ownId) return "Answered on this device";
-  const short = deviceId.length > 16 ? `${deviceId.slice(0, 12)}…` : deviceId;
-  return `Answered on another device (${short})`;
 }
