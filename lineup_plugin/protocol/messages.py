@@ -93,7 +93,10 @@ class DeviceHello(WireModel):
     ``last_seq`` asks for the history: the entries after it (0: everything kept) come in
     ``history`` messages right after ``device.welcome``. ``history_id`` names the history the
     device's ``last_seq`` counts in (from an earlier ``history``); when it is not the agent's,
-    or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``.
+    or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``. With
+    ``newest_first`` the catch-up comes newest page first (at most
+    :data:`~lineup_plugin.protocol.history.FIRST_PAGE_CHARS`), before the live calls, and the
+    older pages after them, marked ``older`` (see :class:`History`).
     """
 
     device_id: Identifier | None = None
@@ -104,6 +107,7 @@ class DeviceHello(WireModel):
     open_calls: list[Identifier] = Field(default_factory=list, max_length=MAX_OPEN_CALLS)
     last_seq: Seq | None = None
     history_id: Identifier | None = None
+    newest_first: bool = False
 
 
 class DeviceWelcome(WireModel):
@@ -337,7 +341,8 @@ class History(WireModel):
     ``history_id`` names this agent's history (a device keeps it with its ``last_seq``); ``head``
     is the newest seq; ``reset``: the device's ``last_seq`` does not count in this history, so it
     drops what it shows first; ``more``: the next ``history`` message continues this one. The
-    first message of a catch-up lists the ``conversations`` kept.
+    first message of a catch-up lists the ``conversations`` kept. ``older``: these entries come
+    before every entry sent so far (a catch-up its hello asked ``newest_first``): shown above them.
     """
 
     history_id: Identifier
@@ -346,6 +351,7 @@ class History(WireModel):
     conversations: list[ConversationInfo] | None = None
     reset: bool = False
     more: bool = False
+    older: bool = False
 
 
 Payload = (

@@ -327,12 +327,17 @@ class Session(Generic[L]):
                 ended = self.calls.lookup(call_id) or known.calls.get(call_id)
                 outcome = outcome_of(ended) if ended is not None else None
                 self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended), outcome=outcome))
+        older = None
         if hello is not None and hello.last_seq is not None:
-            self.history.catch_up(link, hello.last_seq, hello.history_id, known.history)
+            older = self.history.catch_up(
+                link, hello.last_seq, hello.history_id, known.history, newest_first=hello.newest_first
+            )
         self.send_tool_list(link)
         self.reply(link, self.status)
         for item in live:
             self.calls.deliver(item, link, device_id)
+        if older is not None:  # a newest-first catch-up: the older pages after the waiting cards
+            older()
         self.out.event(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App

@@ -74,32 +74,44 @@ async def test_an_answer_given_offline_shows_not_sent_then_the_verdict(agent: Ag
     call = agent.call("choice", {"question": "Which colour?", "options": ["red", "blue"]})
     card = page.locator("article.card")
     await expect(card.get_by_role("button", name="red")).to_be_enabled()
-    await page.context.set_offline(True)
+    await agent.server.close()  # the agent's server goes away: the App reconnects meanwhile
     await expect(page.locator("#link")).not_to_have_text("Connected")
     await card.get_by_role("button", name="red").click()
-    await expect(card.locator(".card-outcome")).to_contain_text("Not sent yet")
-    await page.context.set_offline(False)
+    await expect(card.locator(".card-outcome")).to_have_text(
+        "You chose: red — Not sent yet: it goes when the App is connected again"
+    )
+    assert not call.done()
+    await agent.restart_server()
     result = await call
     assert (result.status, result.result) == ("completed", {"selected": "red", "index": 0})
     await expect(card.locator(".card-outcome")).to_have_text("Chose: red on this device")
 
 
-async def test_an_answer_given_offline_to_a_call_that_ended_is_shown_not_applied(
+async def test_an_answer_given_offline_to_a_call_that_ended_meanwhile_is_shown_not_applied(
     agent: Agent, open_app: OpenApp
 ) -> None:
     from playwright.async_api import expect
 
-    page, other = await open_app(), await open_app()
+    from lineup_plugin.protocol.messages import ToolResult
+
+    page = await open_app()
     call = agent.call("choice", {"question": "Which colour?", "options": ["red", "blue"]})
     card = page.locator("article.card")
     await expect(card.get_by_role("button", name="red")).to_be_enabled()
-    await page.context.set_offline(True)
+    call_id = await card.get_attribute("data-call-id")
+    assert call_id is not None
+    await agent.server.close()
     await expect(page.locator("#link")).not_to_have_text("Connected")
-    await card.get_by_role("button", name="red").click()
-    await other.get_by_role("button", name="blue").click()  # meanwhile, on the other device
+    await card.get_by_role("button", name="red").click()  # queued: not sent
+    blue = ToolResult(call_id=call_id, name="choice", result={"selected": "blue", "index": 1})
+    assert await agent.hub.answer_from("mcp-host", blue) is None  # meanwhile, on another surface
     assert (await call).result == {"selected": "blue", "index": 1}
-    await page.context.set_offline(False)
+    await agent.restart_server()
     await expect(card.locator(".card-outcome")).to_have_text(
-        "Not applied: already answered on Linux PC (Chrome): Chose: blue"
+        "Not applied: already answered on the MCP host's card: Chose: blue"
     )
-    await expect(other.locator("article.card .card-outcome")).to_have_text("Chose: blue on this device")
+    await expect(card.locator(".card-note")).to_have_count(0)  # no raw refusal under it
+    await page.reload()  # the same after a reload
+    await expect(page.locator("article.card .card-outcome")).to_have_text(
+        "Not applied: already answered on the MCP host's card: Chose: blue"
+    )
