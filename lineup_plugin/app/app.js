@@ -105,8 +105,8 @@ function inConversation(id, show) {
 }
 
 /** One history entry: drawn as the live message it was, unless this App has shown it already. */
-function showEntry(entry, replay = false) {
-  if (!entry || typeof entry !== "object" || (!replay && !cursor.fresh(entry.seq))) return;
+function showEntry(entry, replay = false, older = false) {
+  if (!entry || typeof entry !== "object" || (!replay && !older && !cursor.fresh(entry.seq))) return;
   inConversation(entry.conversation_id, () => {
     conversations.create(shownIn);
     const files = Array.isArray(entry.attachments) ? entry.attachments : [];
@@ -156,7 +156,11 @@ function showHistory(history) {
   for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
     if (typeof info?.conversation_id === "string") conversations.create(info.conversation_id, info.title);
   }
-  for (const entry of Array.isArray(history.entries) ? history.entries : []) showEntry(entry);
+  const entries = Array.isArray(history.entries) ? history.entries : [];
+  if (history.older) {
+    // a page from before everything shown (the catch-up came newest page first): above it, kept before it
+    feed.above(() => cursor.older(() => entries.forEach((entry) => showEntry(entry, false, true))));
+  } else for (const entry of entries) showEntry(entry);
 }
 
 function showConnect(error = "") {

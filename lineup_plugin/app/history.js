@@ -11,6 +11,8 @@ export const KEPT_ITEMS = 500;
 
 export class HistoryCursor {
   constructor() {
+    /** @type {number | null} where the items of an older page go (see older()), or null */
+    this.olderAt = null;
     this.agentId = localStorage.getItem(AGENT_KEY) || "lineup-agent";
     this.load();
   }
@@ -30,7 +32,8 @@ export class HistoryCursor {
 
   /** Keep one shown item (a history entry, a numbered live message, an answer given here) for the next load. */
   remember(item) {
-    this.items.push(item);
+    if (this.olderAt !== null) this.items.splice(this.olderAt++, 0, item); // an older page: before the rest
+    else this.items.push(item);
     if (this.items.length > KEPT_ITEMS) this.items.splice(0, this.items.length - KEPT_ITEMS);
     this.dirty = true;
   }
@@ -43,9 +46,23 @@ export class HistoryCursor {
     this.load();
   }
 
-  /** What device.hello says about the history: where to resume. */
+  /**
+   * What device.hello says about the history: where to resume, and that the catch-up may come
+   * newest page first (the older pages follow the waiting cards, marked `older`).
+   */
   hello() {
-    return this.historyId ? { last_seq: this.seq, history_id: this.historyId } : { last_seq: this.seq };
+    const resume = this.historyId ? { last_seq: this.seq, history_id: this.historyId } : { last_seq: this.seq };
+    return { ...resume, newest_first: true };
+  }
+
+  /** Keep what `show()` remembers as items older than everything kept (a history page marked `older`). */
+  older(show) {
+    this.olderAt = 0;
+    try {
+      show();
+    } finally {
+      this.olderAt = null;
+    }
   }
 
   /** Whether a message numbered `seq` (or not numbered) is new to this App. */

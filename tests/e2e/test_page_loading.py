@@ -63,3 +63,32 @@ async def test_a_reload_revalidates_the_page_alone(agent: Agent, open_app: OpenA
     assert not {"app.bundle.js", "style.css", "icon.svg"} & set(fetched), fetched  # from the cache
     assert sum(received) <= 10_000
     call.cancel()
+
+
+async def test_a_new_device_with_a_long_history_sees_the_waiting_card_first_then_everything_in_order(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    from playwright.async_api import expect
+
+    await open_app()  # a first device, so the agent's messages are kept for the next
+    texts = [f"{index:04d} " + "x" * 2_000 for index in range(300)]  # about 600 KB of history
+    for text in texts:
+        await agent.hub.send_text(text)
+    call = agent.call("confirm", {"message": "Deploy now?"})
+    page = await open_app(connected=False, url="about:blank")
+    cdp = await page.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    frames: list[int] = []
+    cdp.on("Network.webSocketFrameReceived", lambda event: frames.append(len(event["response"]["payloadData"])))
+    await page.goto(agent.link)
+    await expect(page.locator("article.card")).to_be_visible()
+    before_card = sum(frames)
+    assert before_card < 100_000, before_card  # the newest page and the card, not the whole history
+    messages = page.locator(".msg-agent")
+    await expect(messages).to_have_count(len(texts))  # the older pages follow
+    shown = [text[:4] for text in await messages.all_inner_texts()]
+    assert shown == [text[:4] for text in texts]  # oldest at the top, in order
+    await page.reload()
+    await expect(page.locator(".msg-agent")).to_have_count(len(texts))
+    assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == shown
+    call.cancel()
