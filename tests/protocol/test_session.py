@@ -19,6 +19,7 @@ from lineup_plugin.protocol.history import DEFAULT_RETENTION, Retention
 from lineup_plugin.protocol.messages import (
     Actor,
     AgentStop,
+    CallOutcome,
     DeviceHello,
     DeviceWelcome,
     Envelope,
@@ -32,6 +33,7 @@ from lineup_plugin.protocol.messages import (
     ToolList,
     ToolResult,
 )
+from lineup_plugin.protocol.reads import Kept, Known, Wants
 from lineup_plugin.protocol.session import (
     ANSWERED_ELSEWHERE,
     AUTH_FAILED,
@@ -47,7 +49,6 @@ from lineup_plugin.protocol.session import (
     SaveCall,
     SeenEnvelope,
     Send,
-    Session,
     StopRequested,
     TextReceived,
     ToolsChanged,
@@ -55,6 +56,8 @@ from lineup_plugin.protocol.session import (
 )
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.store import MemoryStore
+
+from .driver import Driven
 
 START = 1_700_000_000.0
 
@@ -104,6 +107,15 @@ class FakeRecords:
     def was_seen(self, envelope_id: str) -> bool:
         return envelope_id in self.seen
 
+    def kept(self) -> Kept:
+        return self.history.kept()
+
+    def read(self, wants: Wants) -> Known:
+        envelope_id, call_ids, query = wants
+        calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
+        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        return Known(envelope_id is not None and self.was_seen(envelope_id), calls, history)
+
     def apply(self, changes: Iterable[Change]) -> None:
         for change in changes:
             if isinstance(change, SaveCall):
@@ -149,7 +161,7 @@ class FakeCatalog:
 # ---------------------------------------------------------------------------------- helpers
 
 
-def drain(session: Session[str], records: FakeRecords) -> Batch[str]:
+def drain(session: Driven, records: FakeRecords) -> Batch[str]:
     """Take the session's batch, commit its changes to ``records`` (as a driver must first), return it."""
     batch = session.take()
     records.apply(batch.changes)
@@ -174,10 +186,10 @@ class Rig:
     clock: FakeClock = field(default_factory=FakeClock)
     records: FakeRecords = field(default_factory=FakeRecords)
     catalog: FakeCatalog = field(default_factory=FakeCatalog)
-    session: Session[str] = field(init=False)
+    session: Driven = field(init=False)
 
     def __post_init__(self) -> None:
-        self.session = Session(records=self.records, catalog=self.catalog, clock=self.clock)
+        self.session = Driven(records=self.records, catalog=self.catalog, clock=self.clock)
 
     def drain(self) -> Batch[str]:
         return drain(self.session, self.records)
@@ -540,10 +552,10 @@ def test_same_envelope_id_twice_is_applied_once() -> None:
     second = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
 
     assert first.events == [TextReceived("phone", "hello")]
-    assert SeenEnvelope("msg-1") in first.changes
+    assert SeenEnvelope("msg-1", START) in first.changes
     assert second.events == []
     assert second.messages == []
-    assert Audit("duplicate.envelope", None, "phone", "msg-1") in second.changes
+    assert Audit("duplicate.envelope", None, "phone", "msg-1", START) in second.changes
 
 
 def test_same_answer_envelope_twice_in_one_batch_is_applied_once() -> None:
@@ -558,7 +570,7 @@ def test_same_answer_envelope_twice_in_one_batch_is_applied_once() -> None:
 
     assert [call.call_id for call in batch.ended] == ["c1"]
     assert [a.event for a in audits(batch)].count("call.completed") == 1
-    assert Audit("duplicate.envelope", None, "phone", "answer-1") in batch.changes
+    assert Audit("duplicate.envelope", None, "phone", "answer-1", START) in batch.changes
 
 
 def test_envelope_id_an_earlier_process_saw_is_dropped() -> None:
@@ -569,7 +581,7 @@ def test_envelope_id_an_earlier_process_saw_is_dropped() -> None:
 
     assert batch.events == []
     assert batch.messages == []
-    assert Audit("duplicate.envelope", None, "phone", "msg-old") in batch.changes
+    assert Audit("duplicate.envelope", None, "phone", "msg-old", START) in batch.changes
 
 
 def test_same_answer_resent_in_a_new_envelope_after_the_call_ended_is_silently_accepted() -> None:
@@ -605,7 +617,7 @@ def test_different_late_answer_is_refused_call_closed() -> None:
 # -------------------------------------------------------------------------- first answer wins
 
 
-def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another_device() -> None:
+def test_first_answer_wins_and_every_device_is_told_the_verdict_with_the_device_that_gave_it() -> None:
     rig = Rig()
     rig.connect("phone")
     rig.connect("laptop")
@@ -618,7 +630,8 @@ def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another
     assert (ended.call_id, ended.state) == ("c1", CallState.COMPLETED)
     assert ended.result is not None and ended.result.result == {"selected": "a"}
     assert [(c.call_id, c.reason) for c in cancels(batch, "laptop")] == [("c1", ANSWERED_ELSEWHERE)]
-    assert sent(batch, "phone") == []
+    verdict = CallOutcome(status="completed", result={"selected": "a"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "laptop")] == [c.outcome for c in cancels(batch, "phone")] == [verdict]
 
 
 def test_second_answer_from_the_other_device_is_refused_call_closed() -> None:
@@ -662,8 +675,9 @@ def test_an_answer_from_another_surface_after_a_device_answered_is_refused_sayin
 
     refused = rig.session.answer_from("mcp-host", result("c1", "b"))
 
-    assert refused == "call 'c1' already ended as completed; this answer was not applied"
-    assert rig.session.answer_from("mcp-host", result("nope")) == "unknown call 'nope'; the answer was not applied"
+    assert refused == "this call already ended as completed; this answer was not applied"  # no call id
+    unknown = "the agent does not know this call (any more); the answer was not applied"
+    assert rig.session.answer_from("mcp-host", result("nope")) == unknown
     batch = rig.drain()
     assert batch.ended == [] and sent(batch, "phone") == []
     assert rig.records.calls["c1"].result is not None and rig.records.calls["c1"].result.result == {"selected": "a"}
@@ -718,7 +732,8 @@ def test_app_cancel_ends_the_call_cancelled_with_the_apps_reason_and_tells_the_o
     assert ended.state is CallState.CANCELLED
     assert ended.result is not None and ended.result.result == {"message": "not now"}
     assert [c.call_id for c in cancels(batch, "laptop")] == ["c1"]
-    assert sent(batch, "phone") == []  # the cancelling device needs no notice
+    verdict = CallOutcome(status="cancelled", result={"message": "not now"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "phone")] == [verdict]  # its card shows how the call ended too
     assert rig.records.calls["c1"].state is CallState.CANCELLED
 
 
