@@ -34,7 +34,7 @@ async def test_the_approval_card_names_the_command_and_answers_the_choice_picked
     await card.get_by_role("button", name=label, exact=True).click()
     result = await call
     assert (result.status, result.result) == (status, {"approved": status == "completed", "choice": choice})
-    await expect(card).to_contain_text(f"You chose: {label}")
+    await expect(card.locator(".card-outcome")).to_have_text(f"{label} on this device")
 
 
 async def test_without_a_permanent_approval_always_is_not_offered(agent: Agent, open_app: OpenApp) -> None:

@@ -123,7 +123,7 @@ export class Card {
     if (this.verdict) return;
     this.verdict = outcome;
     const answeredHere = this.result !== null;
-    const { text, applied } = verdictText(outcome, ownId, this.call.arguments ?? {}, answeredHere);
+    const { text, applied } = verdictText(outcome, ownId, this.call.arguments ?? {}, answeredHere, this.summary);
     if (!applied) this.el.classList.add("dismissed");
     this.settle(answeredHere && !applied ? "not-applied" : outcome.status, text);
     if (outcome.status === "completed" && outcome.result && "selected" in outcome.result) {

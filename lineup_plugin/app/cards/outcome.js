@@ -83,11 +83,14 @@ export function answeredOn(outcome, ownId) {
  * @param {string} ownId
  * @param {Record<string, any>} args the call's arguments
  * @param {boolean} answeredHere
+ * @param {string} [summary] what the card said of the answer given here ("You gave 4 of 5 stars"): a
+ *   plugin's result has no text of its own, so an applied answer reads as its card put it
  * @returns {{text: string, applied: boolean}}
  */
-export function verdictText(outcome, ownId, args, answeredHere) {
-  const what = resultText(outcome, args);
+export function verdictText(outcome, ownId, args, answeredHere, summary = "") {
+  let what = resultText(outcome, args);
   const where = answeredOn(outcome, ownId);
+  if (answeredHere && where === "this device" && summary && what === STATUS_TEXT[outcome.status]) what = summary;
   if (answeredHere && where !== "this device") {
     const why = where ? `already answered on ${where}: ${what}` : `the call had ended: ${what}`;
     return { text: `Not applied: ${why}`, applied: false };
