@@ -179,6 +179,7 @@ function showChat() {
 
 const HANDLERS = {
   "device.welcome": (payload) => {
+    deck.welcomed(payload.device_id); // over the relay the agent knows this device by its pairing's id
     cursor.follow(connection.agentId);
     deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = connection.agentId;

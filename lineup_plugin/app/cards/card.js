@@ -117,13 +117,13 @@ export class Card {
    * The agent's verdict: how the call ended (the answer that won and where, or why not), shown
    * on the card whoever answered — here, elsewhere, or nobody.
    * @param {import("./outcome.js").Outcome} outcome
-   * @param {string} ownId this device's id
+   * @param {ReadonlySet<string>} ownIds the ids the agent knows this device by
    */
-  conclude(outcome, ownId) {
+  conclude(outcome, ownIds) {
     if (this.verdict) return;
     this.verdict = outcome;
     const answeredHere = this.result !== null;
-    const { text, applied } = verdictText(outcome, ownId, this.call.arguments ?? {}, answeredHere, this.summary);
+    const { text, applied } = verdictText(outcome, ownIds, this.call.arguments ?? {}, answeredHere, this.summary);
     if (!applied) this.el.classList.add("dismissed");
     this.settle(answeredHere && !applied ? "not-applied" : outcome.status, text);
     if (outcome.status === "completed" && outcome.result && "selected" in outcome.result) {

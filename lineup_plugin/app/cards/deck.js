@@ -13,6 +13,20 @@ import { unsupported } from "./unsupported.js";
 import { h } from "../dom.js";
 import { deviceId } from "../envelope.js";
 
+const IDS_KEY = "lineup.device_ids";
+/** how many ids the agent gave this device (one per relay pairing) are kept */
+const MAX_IDS = 8;
+
+/** The ids other than its own that the agent welcomed this device as (kept in localStorage). */
+function knownIds() {
+  try {
+    const ids = JSON.parse(localStorage.getItem(IDS_KEY) ?? "[]");
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
 /** Renderer of each built-in App tool; `interactive` ones wait for the user, the others answer at once. */
 export const RENDERERS = { choice, confirm, input, calculator, canvas };
 
@@ -107,9 +121,25 @@ export class Deck {
     card.conclude({ status, result: answer, device_id: entry.device_id, device_name: entry.device_name }, this.own());
   }
 
-  /** The id this surface answers as. */
+  /** The ids the agent knows this surface by: its own, and those the agent's welcomes gave it (a relay pairing's). */
   own() {
-    return this.ownId ?? deviceId();
+    if (this.ownId !== null) return new Set([this.ownId]);
+    return new Set([deviceId(), ...knownIds()]);
+  }
+
+  /**
+   * The agent welcomed this device as `id` (device.welcome): an outcome naming it was answered
+   * here. Kept for the next load (the history names the device so too).
+   */
+  welcomed(id) {
+    if (this.ownId !== null || typeof id !== "string" || !id || id === deviceId()) return;
+    const ids = knownIds().filter((known) => known !== id);
+    ids.push(id);
+    try {
+      localStorage.setItem(IDS_KEY, JSON.stringify(ids.slice(-MAX_IDS)));
+    } catch {
+      // storage full or refused: this load still knows it from the welcome of the next connect
+    }
   }
 
   /** This device's answer, drawn again after a reload: its card waits for the verdict. */

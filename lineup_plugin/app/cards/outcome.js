@@ -68,11 +68,11 @@ export function resultText(result, args = {}) {
  * Where the winning answer was given, for people: "this device", the other device's name, or ""
  * when nobody answered (the call expired, was stopped...).
  * @param {Outcome} outcome
- * @param {string} ownId this device's id
+ * @param {ReadonlySet<string>} ownIds the ids the agent knows this device by (its own, a relay pairing's)
  */
-export function answeredOn(outcome, ownId) {
+export function answeredOn(outcome, ownIds) {
   if (!outcome.device_id) return "";
-  if (outcome.device_id === ownId) return "this device";
+  if (ownIds.has(outcome.device_id)) return "this device";
   return typeof outcome.device_name === "string" && outcome.device_name ? outcome.device_name : "another device";
 }
 
@@ -80,17 +80,17 @@ export function answeredOn(outcome, ownId) {
  * The text of a card once the agent's verdict is known, and whether this device's answer (if it
  * gave one: `answeredHere`) is the one that was applied.
  * @param {Outcome} outcome
- * @param {string} ownId
+ * @param {ReadonlySet<string>} ownIds the ids the agent knows this device by
  * @param {Record<string, any>} args the call's arguments
  * @param {boolean} answeredHere
  * @param {string} [summary] what the card said of the answer given here ("You gave 4 of 5 stars"): a
  *   plugin's result has no text of its own, so an applied answer reads as its card put it
  * @returns {{text: string, applied: boolean}}
  */
-export function verdictText(outcome, ownId, args, answeredHere, summary = "") {
+export function verdictText(outcome, ownIds, args, answeredHere, summary = "") {
   let what = resultText(outcome, args);
-  const where = answeredOn(outcome, ownId);
-  if (answeredHere && where === "this device" && summary && what === STATUS_TEXT[outcome.status]) what = summary;
+  const where = answeredOn(outcome, ownIds);
+  if (answeredHere && where === "this device" && summary && what === STATUS_TEXT.completed) what = summary; // "Done"
   if (answeredHere && where !== "this device") {
     const why = where ? `already answered on ${where}: ${what}` : `the call had ended: ${what}`;
     return { text: `Not applied: ${why}`, applied: false };
