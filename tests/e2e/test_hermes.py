@@ -118,6 +118,17 @@ async def start_streaming(
     return app, first
 
 
+def two_deletions(hermes: Hermes, tmp_path: Path, reply: str) -> tuple[Path, Path]:
+    """Two new folders; the model deletes one, then the other (each asks approval), then says ``reply``."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    hermes.llm.reset(
+        call("terminal", command=f"rm -rf {first}"), call("terminal", command=f"rm -rf {second}"), say(reply)
+    )
+    return first, second
+
+
 async def next_text(app: WsApp, text: str) -> None:
     """Read ``text`` messages until one says ``text``."""
     while True:
@@ -519,16 +530,11 @@ class TestGateway:
         assert "denied by user" in denied["json"]["error"]
 
     @bounded
-    @pytest.mark.parametrize(("choice", "runs", "asks_again"), [("once", True, True), ("session", True, False)])
+    @pytest.mark.parametrize(("choice", "asks_again"), [("once", True), ("session", False)])
     async def test_an_approval_offers_hermes_choices_and_the_one_picked_is_hermes_answer(
-        self, hermes: Hermes, gateway: Gateway, tmp_path: Path, choice: str, runs: bool, asks_again: bool
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path, choice: str, asks_again: bool
     ) -> None:
-        first, second = tmp_path / "first", tmp_path / "second"
-        first.mkdir()
-        second.mkdir()
-        hermes.llm.reset(
-            call("terminal", command=f"rm -rf {first}"), call("terminal", command=f"rm -rf {second}"), say("Cleaned.")
-        )
+        first, second = two_deletions(hermes, tmp_path, "Cleaned.")
         app = await WsApp.connect(gateway.server)
         conversation = f"app-approval-{choice}"  # a Hermes session of its own: its approvals stay in it
         try:
@@ -589,12 +595,7 @@ class TestGateway:
     async def test_an_app_that_answers_only_approve_is_hermes_once_and_a_choice_not_offered_is_not_taken(
         self, hermes: Hermes, gateway: Gateway, tmp_path: Path
     ) -> None:
-        first, second = tmp_path / "first", tmp_path / "second"
-        first.mkdir()
-        second.mkdir()
-        hermes.llm.reset(
-            call("terminal", command=f"rm -rf {first}"), call("terminal", command=f"rm -rf {second}"), say("Done.")
-        )
+        first, second = two_deletions(hermes, tmp_path, "Done.")
         app = await WsApp.connect(gateway.server)
         try:
             await app.send(Text(text="clean up"), conversation_id="app-approval-plain")
