@@ -78,7 +78,7 @@ CONFIRM: dict[str, Any] = {
                 "items": {
                     "type": "object",
                     "properties": {
-                        "value": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"},
+                        "value": {"type": "string", "minLength": 1, "maxLength": 32},
                         "label": {"type": "string", "minLength": 1, "maxLength": 60},
                         "approves": {"type": "boolean"},
                     },
@@ -90,7 +90,7 @@ CONFIRM: dict[str, Any] = {
         ["message"],
     ),
     "outputSchema": _obj(
-        {"approved": {"type": "boolean"}, "choice": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}},
+        {"approved": {"type": "boolean"}, "choice": {"type": "string", "minLength": 1, "maxLength": 32}},
         ["approved"],
     ),
     "risk": "user_confirmation",

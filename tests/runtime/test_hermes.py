@@ -197,7 +197,8 @@ async def test_a_card_whose_hermes_wait_ended_another_way_is_closed_and_answers_
     await app.next("tool.call")
     closed = (await app.next("tool.cancel")).payload
     await asking
-    assert closed == ToolCancel(call_id="card-2", reason="answered in the chat")
+    assert isinstance(closed, ToolCancel) and (closed.call_id, closed.reason) == ("card-2", "answered in the chat")
+    assert closed.outcome is not None and closed.outcome.status == "cancelled"
     assert answer.resolved == []
 
 
