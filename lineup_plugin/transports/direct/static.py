@@ -164,8 +164,7 @@ class AppFiles:
         """The answer to ``GET`` of ``request.path``: the file (maybe 304, maybe gzip) or 404."""
         asset = self.asset(request.path)
         if asset is None:
-            missing = response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", NO_CACHE)
-            return missing
+            return response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", NO_CACHE)
         version = parse_qs(urlsplit(request.path).query).get("v", [""])[-1]
         caching = IMMUTABLE if version == asset.etag else NO_CACHE
         validators = (("ETag", f'W/"{asset.etag}"'), caching, ("Vary", "Accept-Encoding"))
