@@ -13,6 +13,8 @@ import { unsupported } from "./unsupported.js";
 import { h } from "../dom.js";
 import { deviceId } from "../envelope.js";
 
+/** how many open cards a device.hello names at most (the agent refuses a longer list) */
+const MAX_OPEN_CALLS = 1000;
 const IDS_KEY = "lineup.device_ids";
 /** how many ids the agent gave this device (one per relay pairing) are kept */
 const MAX_IDS = 8;
@@ -189,6 +191,6 @@ export class Deck {
    */
   openCalls() {
     const open = [...this.cards.values()].filter((card) => !card.closed || card.sending);
-    return open.map((card) => card.call.call_id);
+    return open.slice(-MAX_OPEN_CALLS).map((card) => card.call.call_id); // the newest, as many as a hello carries
   }
 }
