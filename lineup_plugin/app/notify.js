@@ -1,3 +1,4 @@
+// @ts-check
 // System notifications for cards that arrive while the App is in the background. Permission is
 // asked once, only when the user presses the bell after reading why (never on load).
 

@@ -69,7 +69,7 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import content_type, find_file, packaged_app
+from .static import AppFiles, packaged_app
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
@@ -275,6 +275,7 @@ class DirectServer:
         self.hub = hub
         self.options = options
         self.app_dir = app_dir if app_dir is not None else packaged_app()
+        self.files = AppFiles(self.app_dir)
         self.limits = limits or Limits()
         #: the wrong-token slow-down, per remote address
         self.throttle = throttle or AuthThrottle()
@@ -459,12 +460,7 @@ class DirectServer:
         return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
-        node = find_file(self.app_dir, request.path)
-        if node is None:
-            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            refused.headers.update(_SECURITY_HEADERS)
-            return refused
-        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
+        return self.files.serve(request)
 
     # ------------------------------------------------------------------------- WebSocket
 
