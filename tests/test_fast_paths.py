@@ -377,6 +377,7 @@ def _type_of(spec: dict[str, Any]) -> Any:
 
 TYPE_OF = {name: _type_of(spec) for name, spec in SETTINGS_SCHEMA["properties"].items()}
 NUMBERS = {name for name, kind in TYPE_OF.items() if kind in ("integer", "number")}
+BOOLEANS = {name for name, kind in TYPE_OF.items() if kind == "boolean"}
 #: numbers as text, as LINEUP_* variables hold them: plain ones, and ones the model reads but the cheap check leaves
 NUMERALS = ["0", "9", "9600", "9600.0", "70000", "-1", "0.5", "1.5", "09", " 9", "9_000", "+1", "1e3", "0x10", "http"]
 WUKONGIM = {
@@ -404,11 +405,13 @@ ENVIRONMENT = st.tuples(
 def lax_forms(data: dict[str, Any]) -> list[str]:
     """The values of ``data`` the model reads in lax mode and the cheap check leaves to it.
 
-    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a float
+    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a number or
+    text where a bool belongs (``LINEUP_PUSH=false``), a float
     beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, WuKongIM and TLS settings
     (the cheap check's schema admits only null there) and a push contact of one's own.
     """
     found = [name for name in NUMBERS if type(data.get(name)) in (bool, str)]
+    found += [name for name in BOOLEANS if name in data and type(data[name]) is not bool]  # 0, 1, "false"...
     found += [
         name
         for name in NUMBERS

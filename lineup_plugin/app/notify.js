@@ -1,3 +1,4 @@
+// @ts-check
 // Hearing about a waiting card. Two ways, asked for once from the bell (never on load), after the
 // hint has said why:
 // - Web Push: the agent pushes each waiting card through the browser's push service, end-to-end
@@ -15,8 +16,12 @@ const TITLES = {
 };
 const TOLD_KEY = "lineup.push.told";
 
-/** Why Web Push cannot reach this App here, or "" when it can. */
+/**
+ * Why Web Push cannot reach this App here, or "" when it can.
+ * @param {any} [env] the page's global object
+ */
 export function pushProblem(env = globalThis) {
+  /** @type {any} */
   const nav = env.navigator ?? {};
   const apple = /iPhone|iPad|iPod/.test(nav.userAgent ?? "") || (nav.platform === "MacIntel" && nav.maxTouchPoints > 1);
   const installed = env.matchMedia?.("(display-mode: standalone)")?.matches || nav.standalone === true;
@@ -61,10 +66,19 @@ function sameKey(subscription, key) {
 }
 
 /**
- * The bell `button` with its explanation `hint`. `send(kind, payload)` reaches the agent, `tell(text)`
- * says something in the feed, `openCard(callId)` shows a card (a notification was clicked).
+ * @typedef {object} NotifierHooks
+ * @property {(kind: string, payload: object) => unknown} [send] reaches the agent
+ * @property {(text: string) => unknown} [tell] says something in the feed
+ * @property {(callId: string) => boolean} [openCard] shows a card (a notification was clicked); false: not here yet
  */
+
+/** The bell `button` with its explanation `hint`, and the hooks into the App. */
 export class Notifier {
+  /**
+   * @param {HTMLElement} button
+   * @param {HTMLElement} hint
+   * @param {NotifierHooks} [hooks]
+   */
   constructor(button, hint, { send = () => {}, tell = () => {}, openCard = () => false } = {}) {
     this.button = button;
     this.hint = hint;

@@ -57,7 +57,9 @@ CONFIRM: dict[str, Any] = {
     "version": "1.0",
     "description": (
         "Ask the user to approve or reject something before you do it. "
-        "Status 'completed' with {approved: true} means approved; 'rejected' means the user said no."
+        "Status 'completed' with {approved: true} means approved; 'rejected' means the user said no. "
+        "With 'choices' the user picks one of them instead (e.g. allow once, for this session, always, "
+        "deny): the result names it in 'choice', and 'approved' is that choice's 'approves'."
     ),
     "inputSchema": _obj(
         {
@@ -68,10 +70,29 @@ CONFIRM: dict[str, Any] = {
                 "enum": ["display_only", "user_confirmation", "system_permission", "restricted"],
                 "description": "how risky the action is; shown to the user",
             },
+            "choices": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 6,
+                "description": "optional answers to offer instead of Approve and Reject, in this order",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "value": {"type": "string", "minLength": 1, "maxLength": 32},
+                        "label": {"type": "string", "minLength": 1, "maxLength": 60},
+                        "approves": {"type": "boolean"},
+                    },
+                    "required": ["value", "label", "approves"],
+                    "additionalProperties": False,
+                },
+            },
         },
         ["message"],
     ),
-    "outputSchema": _obj({"approved": {"type": "boolean"}}, ["approved"]),
+    "outputSchema": _obj(
+        {"approved": {"type": "boolean"}, "choice": {"type": "string", "minLength": 1, "maxLength": 32}},
+        ["approved"],
+    ),
     "risk": "user_confirmation",
 }
 

@@ -72,6 +72,9 @@ class Call:
     history: list[tuple[CallState, float]] = field(default_factory=list)
     #: made by another process of the agent, which waits on it through this one (see ``Session.recover``)
     forwarded: bool = False
+    #: the device (or surface) whose answer ended the call, and how people call it; None when nobody answered
+    answered_by: str | None = None
+    answered_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.expires_at is None and self.request.expires_at is not None:

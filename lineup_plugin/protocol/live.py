@@ -1,9 +1,10 @@
 """The calls part of a session: a call's life from start to end, its repeats, expiry, recovery and hand-over.
 
 - **Lifecycle**: a call goes to every attached device; the first terminal answer wins
-  (:meth:`LiveCalls.finish`), the other devices get ``tool.cancel`` ("answered on another
-  device"); a call ends ``expired`` at its deadline (:meth:`LiveCalls.tick`) and ``cancelled``
-  when either side cancels.
+  (:meth:`LiveCalls.finish`), and every device — the one whose answer won too — gets
+  ``tool.cancel`` with the verdict (:func:`outcome_of`: the result the agent got and the device
+  that gave it), which its card shows; a call ends ``expired`` at its deadline
+  (:meth:`LiveCalls.tick`) and ``cancelled`` when either side cancels.
 - **Repeats**: a call id is never run twice: starting a known id gives back the known call.
 - **Recovery and hand-over**: :meth:`LiveCalls.recover` closes the calls a previous process
   left pending, or keeps forwarded ones live a while for their callers to claim
@@ -19,7 +20,7 @@ from typing import Any, Generic
 
 from .calls import Call, CallState, format_timestamp
 from .devices import Devices
-from .messages import CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
+from .messages import CallOutcome, CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
 from .outputs import CardShown, CardWaiting, L, Outbox
 from .timeline import Timeline
 
@@ -36,14 +37,30 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     )
 
 
+#: how people call an answering surface that is no device (its name on the other devices' cards)
+SURFACE_NAMES = {"mcp-host": "the MCP host's card"}
+
+
 def unknown_call(call_id: str) -> str:
-    """Why an answer to a call nobody knows was not applied."""
-    return f"unknown call {call_id!r}; the answer was not applied"
+    """Why an answer to a call nobody knows was not applied (said to people: no call id in it)."""
+    return "the agent does not know this call (any more); the answer was not applied"
 
 
 def call_closed(call: Call) -> str:
-    """Why an answer to a call that ended was not applied."""
-    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
+    """Why an answer to a call that ended was not applied (said to people: no call id in it)."""
+    return f"this call already ended as {call.state}; this answer was not applied"
+
+
+def outcome_of(call: Call) -> CallOutcome | None:
+    """The verdict on ended ``call``: what the agent got and whose answer it was; None while it is live."""
+    if call.result is None:
+        return None
+    return CallOutcome.model_construct(
+        status=call.result.status,
+        result=call.result.result,
+        device_id=call.answered_by,
+        device_name=call.answered_name,
+    )
 
 
 def closed_reason(call: Call | None) -> str:
@@ -185,14 +202,19 @@ class LiveCalls(Generic[L]):
             self.out.audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
-        self.out.save(call)
         by_device = (self.devices.device_id(by) if by is not None else None) or surface
+        if by_device is not None:
+            call.answered_by = by_device
+            call.answered_name = self.devices.name_of(by_device) if by is not None else SURFACE_NAMES.get(by_device)
+        self.out.save(call)
         self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self.out.ended(call)
-        seq = self.timeline.record_end(call, by_device)
+        seq = self.timeline.record_end(call)
         answered = by is not None or surface is not None
-        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
-        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id, skip=by)
+        notice = ToolCancel(
+            call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason, outcome=outcome_of(call)
+        )
+        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
         return True
 
     def end(
@@ -238,9 +260,10 @@ class LiveCalls(Generic[L]):
         call.history.append((CallState.FAILED, now))
         self.out.save(call)
         self.out.audit("call.failed", call_id=call.call_id, detail="store_failed")
+        call.answered_by = call.answered_name = None
         self.out.ended(call)
-        seq = self.timeline.record_end(call, None)
-        notice = ToolCancel(call_id=call.call_id, reason=message)
+        seq = self.timeline.record_end(call)
+        notice = ToolCancel(call_id=call.call_id, reason=message, outcome=outcome_of(call))
         self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
 
     def tick(self) -> int:
@@ -304,6 +327,6 @@ class LiveCalls(Generic[L]):
                 call.end("cancelled", RESTARTED, now=now)
             self.out.save(call)
             self.out.audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
-            self.timeline.record_end(call, None)
+            self.timeline.record_end(call)
             closed.append(call)
         return closed

@@ -61,6 +61,7 @@ from .live import (
     call_closed,
     closed_reason,
     failure,
+    outcome_of,
     unknown_call,
 )
 from .messages import (
@@ -325,19 +326,25 @@ class Session(Generic[L]):
         self._attach(link, payload.device_id or message.sender.id, payload, known)
 
     def _attach(self, link: L, device_id: str, hello: DeviceHello | None, known: Known) -> None:
-        self.devices.attach(link, device_id)
+        self.devices.attach(link, device_id, hello.name if hello is not None else None)
         live, key = self.calls.all(), self.push_key
         self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live), push_key=key))
         for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
             if self.calls.live(call_id) is None:
                 ended = self.calls.lookup(call_id) or known.calls.get(call_id)
-                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended)))
+                outcome = outcome_of(ended) if ended is not None else None
+                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended), outcome=outcome))
+        older = None
         if hello is not None and hello.last_seq is not None:
-            self.history.catch_up(link, hello.last_seq, hello.history_id, known.history)
+            older = self.history.catch_up(
+                link, hello.last_seq, hello.history_id, known.history, newest_first=hello.newest_first
+            )
         self.send_tool_list(link)
         self.reply(link, self.status)
         for item in live:
             self.calls.deliver(item, link, device_id)
+        if older is not None:  # a newest-first catch-up: the older pages after the waiting cards
+            older()
         self.out.event(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App
@@ -346,6 +353,11 @@ class Session(Generic[L]):
         problem = self._answer(result, device_id, known, by=link)
         if problem is not None:
             code, message = problem
+            if code == "call_closed":  # the verdict first: the device's card shows how the call ended
+                ended = self.calls.lookup(result.call_id) or known
+                if ended is not None:
+                    notice = ToolCancel(call_id=result.call_id, reason=closed_reason(ended), outcome=outcome_of(ended))
+                    self.reply(link, notice)
             self.reply(link, Error(code=code, message=message, ref=ref, call_id=result.call_id))
 
     def _answer(

@@ -22,7 +22,7 @@ pytest.importorskip("mcp")
 from mcp import Client, types
 from playwright.async_api import Browser, FrameLocator, Locator, Page, expect
 
-from lineup_plugin.protocol.messages import ToolCall, ToolCancel
+from lineup_plugin.protocol.messages import CallOutcome, ToolCall, ToolCancel
 from tests.mcp.conftest import Lineup, make_lineup
 from tests.mcp.test_mcp_apps import apps_client
 from tests.mcp.test_mcp_stdio import CHOICE
@@ -115,9 +115,18 @@ async def test_the_card_renders_in_the_host_and_its_answer_completes_the_mcp_cal
         result = await asyncio.wait_for(it.call, 30)
         assert result.structured_content == {"selected": "production", "index": 1}
         cancel = await it.phone.next("tool.cancel")
-        assert cancel.payload == ToolCancel(call_id=it.on_phone.call_id, reason="answered on another device")
-        await expect(it.card).to_contain_text("You chose: production")
-        await ended(it.page, result)  # the host hands the page its own answer: nothing changes
+        verdict = CallOutcome(
+            status="completed",
+            result={"selected": "production", "index": 1},
+            device_id="mcp-host",
+            device_name="the MCP host's card",
+        )
+        assert cancel.payload == ToolCancel(
+            call_id=it.on_phone.call_id, reason="answered on another device", outcome=verdict
+        )
+        await expect(it.card.locator(".card-outcome")).to_have_text("You chose: production — Sending…")
+        await ended(it.page, result)  # the host hands the page the call's result: the verdict
+        await expect(it.card.locator(".card-outcome")).to_have_text("Chose: production on this device")
         await expect(it.card).to_have_attribute("data-state", "completed")
         seen = await it.page.evaluate("seen")
     assert json.loads(result.content[0].text)["status"] == "completed"  # type: ignore[union-attr]
@@ -131,15 +140,31 @@ async def test_the_card_renders_in_the_host_and_its_answer_completes_the_mcp_cal
     assert "ui/notifications/size-changed" in seen  # the host sized its iframe to the card
 
 
-async def test_an_answer_on_the_phone_dismisses_the_host_card(browser: Browser, lineup: Lineup) -> None:
+async def test_a_host_card_answer_that_lost_the_race_is_shown_not_applied(browser: Browser, lineup: Lineup) -> None:
+    async with scene(browser, lineup, "choice", CHOICE) as it:
+        await expect(it.card.get_by_role("heading")).to_have_text("Deploy where?")
+        await it.phone.answer(it.on_phone, selected="staging", index=0)  # the phone first
+        result = await asyncio.wait_for(it.call, 30)
+        await it.card.get_by_role("button", name="production").click()  # the host has not said it ended yet
+        await ended(it.page, result)
+        await expect(it.card.locator(".card-outcome")).to_have_text(
+            "Not applied: already answered on another device: Chose: staging"
+        )
+        await expect(it.card).to_have_attribute("data-state", "not-applied")
+        await expect(it.card.locator(".card-note")).to_have_count(0)  # no raw refusal with a call id
+
+
+async def test_an_answer_on_the_phone_shows_on_the_host_card_as_answered_elsewhere(
+    browser: Browser, lineup: Lineup
+) -> None:
     async with scene(browser, lineup, "input", FORM) as it:
         await expect(it.card.get_by_label("City")).to_be_visible()
         await it.phone.answer(it.on_phone, values={"city": "Lyon"})
         result = await asyncio.wait_for(it.call, 30)
         assert result.structured_content == {"values": {"city": "Lyon"}}
         await ended(it.page, result)
-        await expect(it.card).to_have_attribute("data-state", "dismissed")
-        await expect(it.card).to_contain_text("Answered on another device")
+        await expect(it.card).to_have_attribute("data-state", "completed")
+        await expect(it.card.locator(".card-outcome")).to_have_text('Sent city: "Lyon" on another device')
         await expect(it.card.get_by_label("City")).to_be_disabled()
 
 

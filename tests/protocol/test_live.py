@@ -7,7 +7,7 @@ from lineup_plugin.protocol.calls import Call, CallState, parse_timestamp
 from lineup_plugin.protocol.devices import Devices
 from lineup_plugin.protocol.history import DEFAULT_RETENTION
 from lineup_plugin.protocol.live import ANSWERED_ELSEWHERE, EXPIRED, NO_APP, RESTARTED, LiveCalls, failure
-from lineup_plugin.protocol.messages import ToolAck, ToolCall, ToolCancel
+from lineup_plugin.protocol.messages import CallOutcome, ToolAck, ToolCall, ToolCancel
 from lineup_plugin.protocol.outputs import Audit, CardShown, CardWaiting, Outbox, SaveCall, Send
 from lineup_plugin.protocol.reads import Kept
 from lineup_plugin.protocol.timeline import Timeline
@@ -61,7 +61,7 @@ def test_a_call_expires_at_the_clock_plus_its_wait_and_tick_ends_it_then() -> No
     assert calls.next_deadline() is None
 
 
-def test_the_first_end_wins_and_the_other_devices_are_told_it_was_answered_elsewhere() -> None:
+def test_the_first_end_wins_and_every_device_is_told_the_verdict() -> None:
     clock, out, calls = make("phone", "laptop")
     call = calls.start(request(), wait=30)
     out.take()
@@ -71,7 +71,12 @@ def test_the_first_end_wins_and_the_other_devices_are_told_it_was_answered_elsew
     assert not calls.end("c1", "cancelled", "too late")  # no longer live
     batch = out.take()
     sent = [(m.link, codec.decode(m.text).payload) for m in batch.messages if isinstance(m, Send)]
-    assert [(link, getattr(p, "reason", None)) for link, p in sent] == [("laptop", ANSWERED_ELSEWHERE)]
+    assert [(link, getattr(p, "reason", None)) for link, p in sent] == [
+        ("phone", ANSWERED_ELSEWHERE),
+        ("laptop", ANSWERED_ELSEWHERE),
+    ]
+    verdict = CallOutcome(status="completed", result={"message": "done"}, device_id="phone")
+    assert [getattr(p, "outcome", None) for _, p in sent] == [verdict, verdict]
     assert [(a.event, a.device_id, a.at) for a in batch.changes if isinstance(a, Audit)] == [
         ("call.completed", "phone", 1005.0)
     ]

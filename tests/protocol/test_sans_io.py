@@ -161,8 +161,9 @@ def test_what_the_store_knows_is_handed_in_with_the_envelope() -> None:
     late = from_app("phone", ToolResult(call_id="old", status="completed", result={"selected": "b"}), "r2")
     assert core.wants("phone", late) == Wants("r2", ("old",))
     core.receive("phone", late, Known(seen=False, calls={"old": ended}))
-    [error] = wire(core.take().messages)
+    verdict, error = wire(core.take().messages)
     assert error["payload"]["code"] == "call_closed"  # known only through what was handed in
+    assert verdict["payload"]["outcome"] == {"status": "completed", "result": {"message": "done"}}
 
     again = from_app("phone", Text(text="hi"), "seen-before")
     core.receive("phone", again, Known(seen=True))

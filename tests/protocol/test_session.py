@@ -19,6 +19,7 @@ from lineup_plugin.protocol.history import DEFAULT_RETENTION, Retention
 from lineup_plugin.protocol.messages import (
     Actor,
     AgentStop,
+    CallOutcome,
     DeviceHello,
     DeviceWelcome,
     Envelope,
@@ -618,7 +619,7 @@ def test_different_late_answer_is_refused_call_closed() -> None:
 # -------------------------------------------------------------------------- first answer wins
 
 
-def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another_device() -> None:
+def test_first_answer_wins_and_every_device_is_told_the_verdict_with_the_device_that_gave_it() -> None:
     rig = Rig()
     rig.connect("phone")
     rig.connect("laptop")
@@ -631,7 +632,8 @@ def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another
     assert (ended.call_id, ended.state) == ("c1", CallState.COMPLETED)
     assert ended.result is not None and ended.result.result == {"selected": "a"}
     assert [(c.call_id, c.reason) for c in cancels(batch, "laptop")] == [("c1", ANSWERED_ELSEWHERE)]
-    assert sent(batch, "phone") == []
+    verdict = CallOutcome(status="completed", result={"selected": "a"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "laptop")] == [c.outcome for c in cancels(batch, "phone")] == [verdict]
 
 
 def test_second_answer_from_the_other_device_is_refused_call_closed() -> None:
@@ -675,8 +677,9 @@ def test_an_answer_from_another_surface_after_a_device_answered_is_refused_sayin
 
     refused = rig.session.answer_from("mcp-host", result("c1", "b"))
 
-    assert refused == "call 'c1' already ended as completed; this answer was not applied"
-    assert rig.session.answer_from("mcp-host", result("nope")) == "unknown call 'nope'; the answer was not applied"
+    assert refused == "this call already ended as completed; this answer was not applied"  # no call id
+    unknown = "the agent does not know this call (any more); the answer was not applied"
+    assert rig.session.answer_from("mcp-host", result("nope")) == unknown
     batch = rig.drain()
     assert batch.ended == [] and sent(batch, "phone") == []
     assert rig.records.calls["c1"].result is not None and rig.records.calls["c1"].result.result == {"selected": "a"}
@@ -731,7 +734,8 @@ def test_app_cancel_ends_the_call_cancelled_with_the_apps_reason_and_tells_the_o
     assert ended.state is CallState.CANCELLED
     assert ended.result is not None and ended.result.result == {"message": "not now"}
     assert [c.call_id for c in cancels(batch, "laptop")] == ["c1"]
-    assert sent(batch, "phone") == []  # the cancelling device needs no notice
+    verdict = CallOutcome(status="cancelled", result={"message": "not now"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "phone")] == [verdict]  # its card shows how the call ended too
     assert rig.records.calls["c1"].state is CallState.CANCELLED
 
 

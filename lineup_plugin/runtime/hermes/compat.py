@@ -345,7 +345,8 @@ def clarify_pending(clarify_id: str, session_key: str) -> bool:
 
 
 def resolve_approval(session_key: str, choice: str) -> None:
-    """Answer a dangerous-command approval: ``once`` or ``deny`` (``tools.approval.resolve_gateway_approval``)."""
+    """Answer a dangerous-command approval: ``once``, ``session``, ``always`` or ``deny``
+    (``tools.approval.resolve_gateway_approval``; Hermes records a session or permanent approval itself)."""
     from tools.approval import resolve_gateway_approval
 
     resolve_gateway_approval(session_key, choice)

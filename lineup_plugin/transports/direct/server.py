@@ -69,7 +69,7 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import FILE_HEADERS, content_type, find_file, packaged_app
+from .static import AppFiles, packaged_app
 from .tls import certificate_names, server_context
 
 if TYPE_CHECKING:
@@ -281,6 +281,7 @@ class DirectServer:
         self.hub = hub
         self.options = options
         self.app_dir = app_dir if app_dir is not None else packaged_app()
+        self.files = AppFiles(self.app_dir)
         self.limits = limits or Limits()
         #: the wrong-token slow-down, per remote address
         self.throttle = throttle or AuthThrottle()
@@ -486,13 +487,7 @@ class DirectServer:
         return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
-        node = find_file(self.app_dir, request.path)
-        if node is None:
-            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            refused.headers.update(_SECURITY_HEADERS)
-            return refused
-        headers = (("Cache-Control", "no-cache"), *FILE_HEADERS.get(node.name, ()))
-        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), *headers)
+        return self.files.serve(request)
 
     # ------------------------------------------------------------------------- WebSocket
 
