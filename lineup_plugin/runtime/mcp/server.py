@@ -344,14 +344,27 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
 
     Port 0 picks a free port; the address is printed on stderr once the socket listens.
 
-    On a loopback host the SDK refuses other Host and Origin headers (DNS rebinding). There is no
-    authentication: any process that reaches the port may ask the user's phone.
+    Whatever the address, requests for other hosts and from other web pages are refused
+    (:class:`~.guard.HostOriginGuard`, against DNS rebinding). There is no authentication: any
+    process that reaches the port may ask the user's phone.
     """
     import uvicorn
 
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .guard import HostOriginGuard
+
     mcp = LineUpMcpServer(runtime)
     await mcp.start_async()
-    app = mcp.server.streamable_http_app(host=host)
+    settings = runtime.service.settings
+    app = HostOriginGuard(
+        # the SDK's own check (127.0.0.1, localhost and ::1 only) would ignore allowed_hosts
+        mcp.server.streamable_http_app(
+            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        ),
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host, port), family=family)  # listening before it is announced
