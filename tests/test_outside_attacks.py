@@ -7,20 +7,34 @@ README's *Nothing lost* section for the bounds and the attacks defended).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import base64
+import os
+import stat
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidMessage
 
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
+from lineup_plugin.media import MediaStore
+from lineup_plugin.protocol.messages import FileBegin, FileChunk
 from lineup_plugin.transports.direct.server import DirectServer, Limits
+from lineup_plugin.transports.wukongim.pairing import Pairings
 from tests.wsapp import WsApp, hello_text, wait_until
 
 TOKEN = "outside-attack-token-0123456789"
+#: a 1×1 PNG, and one padded past a single piece
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+BIG_PNG = PNG + b"\0" * 4096
+LIMIT = 64 * 1024
 GUARD = 60  # seconds a test may wait for its events before it fails instead of hanging
 
 
@@ -94,3 +108,60 @@ async def test_a_new_connection_ends_the_oldest_waiting_one_of_the_address_holdi
         assert welcome.payload.device_id == "slow-phone"  # type: ignore[union-attr]
         for ws in (slow_phone, idle[1], newcomer):
             await ws.close()
+
+
+# --- 4. files the App sent, and the pairing file, are this user's only, whatever already exists ------------
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The common umask 022: files 0644 and directories 0755 unless the code asks otherwise."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_kept_files_are_0600_and_their_directories_0700_in_a_data_dir_that_was_0755(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    (data_dir / "media" / "files").mkdir(parents=True, mode=0o755)  # as an older version, or the user, left it
+    for path in (data_dir, data_dir / "media", data_dir / "media" / "files"):
+        path.chmod(0o755)
+    media = MediaStore(data_dir, max_bytes=LIMIT, types=["image/*"], retention_days=30)
+    whole = media.put(PNG, "photo.png", "image/png")
+    media.begin("link", FileBegin(upload_id="u1", name="big.png", mime="image/png", size=len(BIG_PNG)))
+    assert mode(next((data_dir / "media" / "incoming").iterdir())) == 0o600  # while it is under way too
+    pieces = media.chunk("link", FileChunk(upload_id="u1", seq=0, data=base64.b64encode(BIG_PNG).decode()))
+    assert pieces is not None
+    for kept in (whole, pieces):
+        assert mode(kept.path) == 0o600 and mode(kept.path.with_suffix(".json")) == 0o600
+        assert mode(kept.path.parent) == 0o700
+    for directory in (data_dir, data_dir / "media", data_dir / "media" / "files", data_dir / "media" / "incoming"):
+        assert mode(directory) == 0o700, directory
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_file_kept_by_an_older_version_is_made_private_when_it_is_sent_again(tmp_path: Path) -> None:
+    media = MediaStore(tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=30)
+    first = media.put(PNG, "photo.png", "image/png")
+    first.path.chmod(0o644)
+    again = media.put(PNG, "photo.png", "image/png")
+    assert again.path == first.path and mode(again.path) == 0o600
+
+
+@pytest.mark.usefixtures("open_umask")
+@pytest.mark.parametrize("existing", [None, 0o755], ids=["new", "was-0755"])
+def test_the_pairing_files_directory_is_0700(tmp_path: Path, existing: int | None) -> None:
+    data_dir = tmp_path / "relay-only"
+    if existing is not None:
+        data_dir.mkdir()
+        data_dir.chmod(existing)
+    pairings = Pairings(data_dir, "agent-1", "app-1")
+    pairings.pair(base64.urlsafe_b64encode(X25519PrivateKey.generate().public_key().public_bytes_raw()).decode())
+    assert mode(pairings.path) == 0o600 and mode(data_dir) == 0o700
