@@ -250,7 +250,7 @@ class LineUpMcpServer:
     ) -> types.CallToolResult:
         name = params.name
         if name in APP_TOOLS and supports_apps(ctx):
-            return await self._card_tool(name, dict(params.arguments or {}))
+            return await self._card_tool(name, dict(params.arguments or {}), ctx.session)
         session = ctx.session
         token = anyio.lowlevel.current_token()
         total = self.runtime.service.deadline_for(name)
@@ -260,7 +260,7 @@ class LineUpMcpServer:
                 anyio.from_thread.run(session.report_progress, round(elapsed, 1), total, label, token=token)
 
         arguments = dict(params.arguments or {})
-        shown = self.cards.started(name, arguments)
+        shown = self.cards.started(name, arguments, request_id=ctx.request_id, session=ctx.session)
         waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown))
         try:
             result = await anyio.to_thread.run_sync(
@@ -279,14 +279,19 @@ class LineUpMcpServer:
         log.debug("lineup mcp: %s ended %s", name, result.status)
         return call_result(result)
 
-    async def _card_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """``lineup_card`` / ``lineup_answer``, the tools of the card page (see :mod:`.apps`)."""
+    async def _card_tool(self, name: str, arguments: dict[str, Any], session: object) -> types.CallToolResult:
+        """``lineup_card`` / ``lineup_answer``, the tools of the card page (see :mod:`.apps`), asked on ``session``."""
         try:
             if name == CARD_TOOL:
-                tool, args = arguments.get("tool"), arguments.get("arguments")
-                if not isinstance(tool, str) or not isinstance(args, dict):
-                    raise ToolError("lineup_card takes {tool: string, arguments: object}")
-                call = await self.cards.find(tool, args)
+                tool, args, request_id = arguments.get("tool"), arguments.get("arguments"), arguments.get("request_id")
+                if (
+                    not isinstance(tool, str)
+                    or not isinstance(args, dict)
+                    or not isinstance(request_id, str | int | None)
+                    or isinstance(request_id, bool)
+                ):
+                    raise ToolError("lineup_card takes {tool: string, arguments: object, request_id?: string|integer}")
+                call = await self.cards.find(tool, args, request_id=request_id, session=session)
                 return types.CallToolResult(content=[_text(json.dumps(call))], structured_content={"call": call})
             assert name == ANSWER_TOOL
             call_id = arguments.get("call_id")
