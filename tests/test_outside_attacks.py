@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import stat
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +27,7 @@ from lineup_plugin.media import MediaStore
 from lineup_plugin.protocol.messages import FileBegin, FileChunk
 from lineup_plugin.transports.direct.server import DirectServer, Limits
 from lineup_plugin.transports.wukongim.pairing import Pairings
+from tests.protocol.seed_examples import EXAMPLES
 from tests.wsapp import WsApp, hello_text, wait_until
 
 TOKEN = "outside-attack-token-0123456789"
@@ -165,3 +167,36 @@ def test_the_pairing_files_directory_is_0700(tmp_path: Path, existing: int | Non
     pairings = Pairings(data_dir, "agent-1", "app-1")
     pairings.pair(base64.urlsafe_b64encode(X25519PrivateKey.generate().public_key().public_bytes_raw()).decode())
     assert mode(pairings.path) == 0o600 and mode(data_dir) == 0o700
+
+
+# --- 7. a choice answered in the seeds' own shape ----------------------------------------------------------
+
+#: the seed document's choice result (001 §5.2), as a seed-only App sends it: no ``index``
+SEED_RESULT = next(message for where, _, message in EXAMPLES if where == "001 §5.2 tool.result")
+SEED_CALL = next(message for where, _, message in EXAMPLES if where == "001 §5.2 tool.call")
+
+
+@pytest.mark.xfail(strict=True, reason="the session core fills index once it is split (issue 22 item 7)")
+async def test_a_choice_answered_in_the_seeds_shape_without_index_completes_with_index_filled(tmp_path: Path) -> None:
+    async with asyncio.timeout(GUARD), running(tmp_path) as server:  # noqa: SIM117 - the App needs the port
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:  # an App that knows only the seeds
+            hello = {**SEED_RESULT, "id": "msg_hello", "type": "lineup.v1.device.hello", "payload": {"token": TOKEN}}
+            hello["sender"] = {"kind": "device", "id": "seed-phone"}
+            await ws.send(json.dumps(hello))
+            while json.loads(await ws.recv())["type"] != "lineup.v1.device.welcome":
+                pass
+            asked = asyncio.create_task(server.hub.call("choice", SEED_CALL["payload"]["arguments"]))
+            while (call := json.loads(await ws.recv()))["type"] != "lineup.v1.tool.call":
+                pass
+            answer = {**SEED_RESULT, "payload": {**SEED_RESULT["payload"], "call_id": call["payload"]["call_id"]}}
+            await ws.send(json.dumps(answer))
+            while not asked.done():  # until the call ends, or the answer is refused
+                reply = asyncio.create_task(ws.recv())
+                await asyncio.wait({asked, reply}, return_when=asyncio.FIRST_COMPLETED)
+                if reply.done():
+                    message = json.loads(reply.result())
+                    assert message["type"] != "lineup.v1.error", f"the seed answer was refused: {message['payload']}"
+                else:
+                    reply.cancel()
+            result = asked.result()
+    assert (result.status, result.result) == ("completed", {"selected": "预发布", "index": 1})
