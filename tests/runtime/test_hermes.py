@@ -526,3 +526,20 @@ def test_a_cron_jobs_or_subagents_call_names_its_session_kind() -> None:
     assert hermes_origin("cron_nightly_20261130_230000", "") == Origin(kind="cron", label="nightly")
     assert hermes_origin("20261130_x", "subagent-2-ab12cd34") == Origin(kind="subagent", label="2-ab12cd34")
     assert hermes_origin("20261130_x", "task-1") is None  # the process's own kind then
+
+
+def test_each_interactive_cli_session_is_a_conversation_of_its_own_not_the_apps_default(tmp_path: Path) -> None:
+    # two CLIs on one App: neither lands in (nor retitles) the phone's own chat, nor each other's
+    seen = []
+    for session in ("cli-a", "cli-b"):
+        cli = FakeCli(running=False)
+        cli.session_id = session
+        runtime = make_runtime(tmp_path / session, FakeContext(cli))
+        feed = AppFeed(runtime)
+        assert runtime.deliver_message("hello from the phone", sender="phone")  # the App takes part
+        a_turn(HermesHooks(runtime), session, "a reply", platform="cli")
+        seen.append(feed.conversations)
+    assert seen == [
+        {Conversation("hermes-cli-a", "Hermes CLI · cli-a")},
+        {Conversation("hermes-cli-b", "Hermes CLI · cli-b")},
+    ]

@@ -40,7 +40,6 @@ from ..base import AgentRuntime, Conversation, ToolHandler
 from ..service import LineUpService
 from . import compat
 from .common import (
-    APP_CONVERSATION,
     EMOJI,
     PLATFORM,
     TOOLSET,
@@ -463,9 +462,10 @@ class HermesRuntime(AgentRuntime):
         """The LineUp conversation of a Hermes session's events (None: the default one).
 
         In the gateway each chat of the App (``lineup`` platform) is a conversation of its own,
-        the App chat being the default one. Elsewhere the interactive CLI's session is the default
-        conversation, titled after it; any other session (an attached agent, a session of
-        another platform that calls a LineUp tool) is ``hermes-<session id>``.
+        the App chat being the default one. Every other session — the interactive CLI's (each
+        process's, each ``/new``), an attached agent's, a session of another platform that calls
+        a LineUp tool — is ``hermes-<session id>``, titled after it: the phone's own chat stays
+        its own, and two CLIs never retitle each other's conversation.
         """
         chat_platform, chat_id = compat.session_chat()
         if (platform or chat_platform) == PLATFORM:
@@ -474,7 +474,7 @@ class HermesRuntime(AgentRuntime):
         if not sid:
             return None
         if self.cli.active and sid == self.cli.session_id():
-            return Conversation(APP_CONVERSATION, f"Hermes CLI · {sid}")
+            return Conversation(f"hermes-{sid}", f"Hermes CLI · {sid}")
         self.note_platform(sid, platform)
         with self._platforms_lock:  # the same title whoever asks (a tool handler is not told the platform)
             where = self._platforms.get(sid) or chat_platform or self.service.role
