@@ -353,7 +353,6 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
     process that reaches the port may ask the user's phone.
     """
     import uvicorn
-
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .guard import HostOriginGuard
