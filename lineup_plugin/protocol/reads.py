@@ -101,3 +101,7 @@ class Catalog(Protocol):
 
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         """None when a completed ``result`` of tool ``name`` satisfies its outputSchema, else what is wrong."""
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        """The devices that can handle a call of ``name`` when only some can: those that declared it
+        (a tool an App declared, which no renderer draws); None when every App renders it."""

@@ -83,6 +83,7 @@ from .messages import (
     ToolResult,
 )
 from .outputs import (
+    APP_SOURCE,
     Applied,
     AppToolCall,
     Audit,
@@ -167,7 +168,7 @@ class Session(Generic[L]):
         self.devices: Devices[L] = Devices(self.out, agent_id=agent_id, conversation_id=conversation_id)
         kept = kept if kept is not None else Kept(history_id=codec.new_id("history"))
         self.history: Timeline[L] = Timeline(self.out, self.devices, retention=retention, kept=kept)
-        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history)
+        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history, handled_by=catalog.handled_by)
         #: the agent's replies being streamed
         self.replies = Replies()
         self.agent = self.devices.agent
@@ -209,7 +210,7 @@ class Session(Generic[L]):
         """The connection ended. Its calls stay live until answered elsewhere or expired."""
         device_id = self.devices.detach(link)
         if device_id is not None:  # its last link: the tools it declared go
-            self.out.batch.registry.append(WithdrawTools(f"app:{device_id}"))
+            self.out.batch.registry.append(WithdrawTools(f"{APP_SOURCE}{device_id}"))
 
     def decode(self, link: L, data: str | bytes | Any, *, parsed: bool = False) -> Envelope | None:
         """The envelope in ``data`` that arrived on ``link`` (``parsed``: a JSON value a transport has
@@ -330,7 +331,8 @@ class Session(Generic[L]):
         self.send_tool_list(link)
         self.reply(link, self.status)
         for item in live:
-            self.calls.deliver(item, link, device_id)
+            if self.calls.for_device(item, device_id):
+                self.calls.deliver(item, link, device_id)
         self.out.event(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App
@@ -363,6 +365,11 @@ class Session(Generic[L]):
             if surface is None:
                 self.out.audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
             return "call_closed", call_closed(ended)
+        if result.status == "unsupported" and by is not None and not self.calls.unsupported(item, device_id):
+            self.out.audit(
+                "result.unsupported", call_id=result.call_id, device_id=device_id, detail="others may answer"
+            )
+            return None  # another attached device can handle it: the call waits for its answer
         if result.status == "completed":
             problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
             if problem is not None:  # the call stays live: the App may answer again
@@ -384,7 +391,7 @@ class Session(Generic[L]):
 
     def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
         self.out.batch.registry.append(
-            DeclareTools(link, device_id, f"app:{device_id}", tuple(listing.tools), bool(listing.request))
+            DeclareTools(link, device_id, f"{APP_SOURCE}{device_id}", tuple(listing.tools), bool(listing.request))
         )
 
     def registry_applied(self, change: RegistryChange, outcome: Applied) -> None:

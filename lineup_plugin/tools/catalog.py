@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ToolError
-from ..protocol.outputs import Applied, RegistryChange, WithdrawTools
+from ..protocol.outputs import APP_SOURCE, Applied, RegistryChange, WithdrawTools
 from ..protocol.tools import ToolDefinition
 from .registry import Registry
 
@@ -29,6 +29,14 @@ class RegistryCatalog:
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         """None when a completed ``result`` of tool ``name`` satisfies its outputSchema, else what is wrong."""
         return self.registry.check_result(name, action, result)
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        """The device that declared ``name`` (source ``app:<device_id>``) when no plugin renderer draws
+        it, else None: every App renders it."""
+        tool = self.registry.get(name)
+        if tool is None or not tool.source.startswith(APP_SOURCE) or self.registry.renderers.for_tool(name) is not None:
+            return None
+        return frozenset({tool.source[len(APP_SOURCE) :]})
 
     def apply(self, change: RegistryChange) -> Applied:
         """Apply one registry change of the session core; what it did (all or nothing when refused)."""

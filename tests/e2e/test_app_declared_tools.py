@@ -23,7 +23,6 @@ TORCH = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="the session core sends a tool only to devices that handle it (issue 22 item 3)")
 async def test_a_tool_one_device_declared_is_answered_there_not_unsupported_by_the_reference_app(
     agent: Agent, open_app: OpenApp
 ) -> None:
