@@ -25,6 +25,7 @@ from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.media import MediaStore
 from lineup_plugin.protocol.messages import FileBegin, FileChunk
+from lineup_plugin.tools.catalog import RegistryCatalog
 from lineup_plugin.transports.direct.server import DirectServer, Limits
 from lineup_plugin.transports.wukongim.pairing import Pairings
 from tests.protocol.seed_examples import EXAMPLES
@@ -176,7 +177,6 @@ SEED_RESULT = next(message for where, _, message in EXAMPLES if where == "001 §
 SEED_CALL = next(message for where, _, message in EXAMPLES if where == "001 §5.2 tool.call")
 
 
-@pytest.mark.xfail(strict=True, reason="the session core fills index once it is split (issue 22 item 7)")
 async def test_a_choice_answered_in_the_seeds_shape_without_index_completes_with_index_filled(tmp_path: Path) -> None:
     async with asyncio.timeout(GUARD), running(tmp_path) as server:  # noqa: SIM117 - the App needs the port
         async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:  # an App that knows only the seeds
@@ -200,3 +200,12 @@ async def test_a_choice_answered_in_the_seeds_shape_without_index_completes_with
                     reply.cancel()
             result = asked.result()
     assert (result.status, result.result) == ("completed", {"selected": "预发布", "index": 1})
+
+
+def test_the_seed_shape_of_a_choice_is_completed_only_when_it_names_an_option() -> None:
+    catalog = RegistryCatalog(load_registry(load_entrypoints=False))
+    arguments = SEED_CALL["payload"]["arguments"]
+    assert catalog.complete_result("choice", arguments, {"selected": "生产"}) == {"selected": "生产", "index": 2}
+    for left in ({"selected": "月球"}, {"selected": "测试", "index": 0}, {"message": "预发布"}):
+        assert catalog.complete_result("choice", arguments, left) is left  # not an option, already whole, another shape
+    assert catalog.complete_result("confirm", {"options": ["a"]}, {"selected": "a"}) == {"selected": "a"}

@@ -352,16 +352,10 @@ class Session(Generic[L]):
             ended = self.calls.lookup(result.call_id) or known
             if ended is None:
                 return "unknown_call", unknown_call(result.call_id)
-            if (
-                surface is None
-                and ended.result is not None
-                and (ended.result.status, ended.result.result)
-                == (
-                    result.status,
-                    result.result,
-                )
-            ):
-                return None  # the same answer again: already applied
+            if surface is None and ended.result is not None and ended.result.status == result.status:
+                given = self.catalog.complete_result(ended.request.name, ended.request.arguments, result.result)
+                if ended.result.result == given:
+                    return None  # the same answer again (in the seeds' shape too): already applied
             if surface is None:
                 self.out.audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
             return "call_closed", call_closed(ended)
@@ -371,6 +365,10 @@ class Session(Generic[L]):
             )
             return None  # another attached device can handle it: the call waits for its answer
         if result.status == "completed":
+            request = item.request
+            filled = self.catalog.complete_result(request.name, request.arguments, result.result)
+            if filled is not result.result:  # an answer in the seeds' shape (a choice without its index)
+                result = result.model_copy(update={"result": filled})
             problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
             if problem is not None:  # the call stays live: the App may answer again
                 problem = bounded(problem)  # it may quote the App's value

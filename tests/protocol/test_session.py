@@ -156,6 +156,9 @@ class FakeCatalog:
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         return None  # outputSchemas are the registry's: see tests/test_tool_hardening.py
 
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return result
+
     def handled_by(self, name: str) -> frozenset[str] | None:
         owners = [
             source.removeprefix("app:") for source, tools in self.declared.items() if any(t.name == name for t in tools)
