@@ -563,4 +563,3 @@ class HermesRuntime(AgentRuntime):
             name, flat_args, label="waiting for the user to answer clarify", deadline=clarify_timeout()
         )
         return clarify_answer(result) or f"[no answer from the LineUp App: {result.status}]"
-

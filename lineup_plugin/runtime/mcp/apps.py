@@ -10,9 +10,9 @@ read with ``resources/read``: :mod:`.view`). A host that renders MCP Apps shows 
   :class:`HostCards` knows the ``tools/call`` requests of this server that wait (tool,
   arguments, JSON-RPC id) and finds the live call they made. ``request_id`` is the id of the
   host's ``tools/call`` the page stands for (the host gives it to the page as
-  ``hostContext.toolInfo.id``): that request's call is bound to it for good, and a call bound
-  to one request is never handed to another's page, so two identical calls made at once each
-  get their own card. Without it (an older host), the newest call of that tool with those
+  ``hostContext.toolInfo.id``): the page gets the call that request made (the runtime is told
+  each request's call id as it is made), so two identical calls made at once each get their
+  own card. Without it (an older host), the newest call of that tool with those
   arguments created since the request came. It answers the call's ``tool.call`` payload, and
   only such calls can be answered from a host: a card the server never showed there (another
   runtime's call, a high-risk tool's approval) cannot be answered through it.
@@ -102,7 +102,7 @@ class _Request:
     #: the JSON-RPC id of the ``tools/call``, and the connection it came on (ids are per connection)
     request_id: str | int | None = None
     session: object = None
-    #: the LineUp call this request made, once a card page was bound to it
+    #: the LineUp call this request made (its worker says so as the call is made)
     call_id: str | None = None
     live: threading.Event = field(default_factory=threading.Event)
 
@@ -143,6 +143,12 @@ class HostCards:
         """The request's call is being waited for (a heartbeat, on its worker thread): look again."""
         if not request.live.is_set():
             request.live.set()
+        self._poke()
+
+    def bind(self, request: _Request, call_id: str) -> None:
+        """The request makes LineUp call ``call_id`` (on its worker thread): its card page shows that one."""
+        with self._lock:
+            request.call_id = call_id
         self._poke()
 
     def finished(self, request: _Request) -> None:

@@ -260,7 +260,7 @@ class LineUpMcpServer:
 
         arguments = dict(params.arguments or {})
         shown = self.cards.started(name, arguments, request_id=ctx.request_id, session=ctx.session)
-        waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown))
+        waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown), on_call=lambda id: self.cards.bind(shown, id))
         try:
             result = await anyio.to_thread.run_sync(
                 self.runtime.run_call,
