@@ -23,7 +23,8 @@ def private_dir(path: Path, *, root: Path | None = None) -> None:
 
     ``root`` (default: ``path`` itself) must be ``path`` or one of its parents. Each directory
     from ``root`` to ``path`` is created 0700 if missing, and tightened to 0700 if it exists with
-    rights for others; parents above ``root`` are created if missing but otherwise left alone.
+    rights for others (but a shared directory — sticky like ``/tmp``, the root, the home directory —
+    is left as it is); parents above ``root`` are created if missing but otherwise left alone.
     Raises OSError when a directory cannot be made or changed (another user's, a read-only disk).
     """
     root = path if root is None else root
@@ -34,8 +35,16 @@ def private_dir(path: Path, *, root: Path | None = None) -> None:
     for level in reversed(levels[: levels.index(root) + 1]):
         with contextlib.suppress(FileExistsError):
             level.mkdir(mode=DIR_MODE)
-        if stat.S_IMODE(level.stat().st_mode) != DIR_MODE:
+        mode = level.stat().st_mode
+        if stat.S_IMODE(mode) != DIR_MODE and not _shared(level, mode):
             level.chmod(DIR_MODE)
+
+
+def _shared(path: Path, mode: int) -> bool:
+    """Whether ``path`` is a directory others must keep using (``/tmp`` and the like, the file system's
+    root, the home directory) that a data directory set there must not close: LineUp's own
+    directories below it are private anyway."""
+    return bool(mode & stat.S_ISVTX) or path == Path(path.anchor) or path == Path.home()
 
 
 def private_file(path: Path, *, append: bool = False) -> int:

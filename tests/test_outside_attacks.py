@@ -209,3 +209,16 @@ def test_the_seed_shape_of_a_choice_is_completed_only_when_it_names_an_option() 
     for left in ({"selected": "月球"}, {"selected": "测试", "index": 0}, {"message": "预发布"}):
         assert catalog.complete_result("choice", arguments, left) is left  # not an option, already whole, another shape
     assert catalog.complete_result("confirm", {"options": ["a"]}, {"selected": "a"}) == {"selected": "a"}
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_data_dir_set_to_a_shared_directory_is_left_open_and_lineups_own_directories_are_private(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp: closing it would lock the machine's other users out
+    media = MediaStore(shared, max_bytes=LIMIT, types=["image/*"], retention_days=30)
+    kept = media.put(PNG, "photo.png", "image/png")
+    assert mode(shared) == 0o1777
+    assert mode(shared / "media") == 0o700 and mode(kept.path) == 0o600
