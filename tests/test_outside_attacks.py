@@ -73,7 +73,7 @@ async def test_idle_unauthenticated_sockets_reopened_as_they_end_do_not_keep_the
     limits = Limits(hello_timeout=0.5)  # the attacker's sockets end often and come straight back
     async with asyncio.timeout(GUARD), running(tmp_path, limits=limits) as server:
         opened: asyncio.Queue[None] = asyncio.Queue()
-        holders = limits.max_unauthenticated + 4
+        holders = limits.max_unauthenticated * 2  # twice the places, each re-opened the moment it is ended
         attackers = [asyncio.create_task(hold_a_slot(server.port, opened)) for _ in range(holders)]
         try:
             for _ in range(limits.max_unauthenticated):

@@ -116,7 +116,8 @@ class Limits:
     #: the largest first message (the hello) before the token is checked
     hello_bytes: int = 64 * 1024
     #: connections that have not passed their hello yet; past this, the oldest of the address holding most ends
-    max_unauthenticated: int = 16
+    #: (the more there are, the faster sockets must be re-opened to end an App's before its hello is read)
+    max_unauthenticated: int = 64
     #: how long closing every connection may take when the server stops
     shutdown_timeout: float = 1.0
     message_rate: float = 20.0
@@ -292,6 +293,8 @@ class DirectServer:
         #: connections still to pass their hello, oldest first, with their remote address (their own,
         #: smaller budget: Limits.max_unauthenticated)
         self._waiting: dict[ServerConnection, str] = {}
+        #: the waiting connections that sent their first message (ended to make room only when no idle one is left)
+        self._spoke: set[ServerConnection] = set()
         #: waiting connections being ended to make room for newer ones, with the tasks that close them
         self._ending: dict[ServerConnection, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
@@ -506,6 +509,7 @@ class DirectServer:
             pass
         finally:
             self._waiting.pop(connection, None)
+            self._spoke.discard(connection)
             await self.hub.disconnect(link)
             await link.finish()
             ending = self._ending.pop(connection, None)
@@ -523,12 +527,16 @@ class DirectServer:
         A newcomer always gets a slot, so sockets that never say hello (however fast they are
         re-opened) cannot keep an App out: an App says hello at once and is through long before
         its turn to be ended comes, while the address that holds the most slots loses them first.
+        Connections that said nothing yet go first; one whose hello passed is no longer waiting.
         """
-        held = Counter(self._waiting.values())
+        idle = {c: address for c, address in self._waiting.items() if c not in self._spoke}
+        pool = idle or self._waiting  # a connection that said something is ended only when no idle one is left
+        held = Counter(pool.values())
         busiest = max(held, key=lambda address: held[address])
-        oldest = next(c for c, address in self._waiting.items() if address == busiest)
+        oldest = next(c for c, address in pool.items() if address == busiest)
         del self._waiting[oldest]
-        log.info("%d connections wait for their hello: ending the oldest one from %s", held.total(), busiest)
+        self._spoke.discard(oldest)
+        log.debug("%d connections wait for their hello: ending the oldest one from %s", len(self._waiting), busiest)
         self._ending[oldest] = asyncio.create_task(
             close_connection(oldest, TRY_AGAIN_LATER, TOO_MANY, self.limits.shutdown_timeout), name="lineup-make-room"
         )
@@ -545,6 +553,7 @@ class DirectServer:
         timeout = self.limits.hello_timeout
         try:
             first = await asyncio.wait_for(connection.recv(), timeout)
+            self._spoke.add(connection)
         except TimeoutError:
             message = f"no device.hello within {timeout:g} s"
             with suppress(ConnectionClosed):
@@ -562,6 +571,8 @@ class DirectServer:
                 log.warning("refused device %s from %s: wrong token (%d in a row)", device, address, failures)
                 return "wrong token"
             self.throttle.succeeded(address)
+            self._waiting.pop(connection, None)  # through: no newcomer may end it any more
+            self._spoke.discard(connection)
             # raised here, before the welcome leaves: the App may send a large message (a file piece
             # from its outbox) the moment it is welcomed, before this handler runs again
             connection.protocol.max_size = self.options.max_frame_bytes
