@@ -8,9 +8,10 @@ and under ``if TYPE_CHECKING:``. A lazy or typing-only import still ties a modul
 =====  ==================================================  =========================================
 layer  modules (under ``lineup_plugin/``)                  what they are
 =====  ==================================================  =========================================
-0      ``errors``, ``qr``                                  leaves: they import nothing of the package
+0      ``errors``, ``qr``, ``private``                     leaves: they import nothing of the package
                                                            (``qr`` draws the connect link as a QR
-                                                           code for the top layers)
+                                                           code for the top layers; ``private``
+                                                           makes 0700 directories and 0600 files)
 1      ``protocol/``                                       the sans-I/O core: imports nothing of the
                                                            package but ``errors``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
@@ -47,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 #: the layers, lowest first: each a tuple of the top-level parts of the package (a module, or a
 #: subpackage with everything in it); "" is the package's own ``__init__``
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "qr"),
+    ("errors", "qr", "private"),
     ("protocol",),
     ("tools", "config", "hookspecs", "plugins", "builtin_tools", "push"),
     ("store", "stats", "media", "uploads"),

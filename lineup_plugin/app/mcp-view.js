@@ -4,8 +4,10 @@
 // page per tool (ui://lineup/card/<tool>); the host runs it in a sandboxed iframe and talks to it with
 // JSON-RPC over postMessage:
 //
-//   view → host  ui/initialize, then ui/notifications/initialized, ui/notifications/size-changed;
-//                tools/call lineup_card  (which LineUp call this is: its tool.call, found by the server)
+//   view → host  ui/initialize, then ui/notifications/initialized, ui/notifications/size-changed (the
+//                content's size, not the frame's);
+//                tools/call lineup_card  (which LineUp call this is: its tool.call, found by the server
+//                from the host's toolInfo.id, the id of the tools/call request this card stands for)
 //                tools/call lineup_answer (the user's answer: the first answer wins, on any surface)
 //   host → view  ui/notifications/tool-input (the call's arguments), ui/notifications/tool-result (the
 //                call ended: answered here or on the phone, expired...), ui/notifications/tool-cancelled,
@@ -104,6 +106,7 @@ let card = null; // the card of this call, once the server said which LineUp cal
 let ended = null; // the call's MCP result, if it came before the card
 /** whether the answer given here was applied (true), refused (false), or not known yet (null) */
 let applied = null;
+let request = undefined; // the id of the host's tools/call this card stands for (hostContext.toolInfo.id)
 
 const deck = new Deck({ show: (el) => feed.append(el), send: (kind, payload) => send(kind, payload), boards: new Boards(), ownId: HERE });
 deck.plugins = /** @type {any} */ ({ find: async (name) => (name === VIEW.tool && pluginRenderer ? checked({ default: pluginRenderer }) : null) });
@@ -162,7 +165,9 @@ bridge.on("ui/notifications/tool-input", async ({ arguments: args }) => {
   notice(`Waiting for the ${VIEW.label} card…`);
   let found;
   try {
-    found = await bridge.request("tools/call", { name: "lineup_card", arguments: { tool: VIEW.tool, arguments: args ?? {} } });
+    const asked = { tool: VIEW.tool, arguments: args ?? {} };
+    if (typeof request === "string" || typeof request === "number") asked.request_id = request;
+    found = await bridge.request("tools/call", { name: "lineup_card", arguments: asked });
   } catch (error) {
     found = { isError: true, content: [{ type: "text", text: error.message }] };
   }
@@ -193,11 +198,41 @@ async function start() {
     protocolVersion: PROTOCOL_VERSION,
   });
   if (started?.hostContext?.theme) document.documentElement.style.colorScheme = started.hostContext.theme;
+  request = started?.hostContext?.toolInfo?.id;
   bridge.notify("ui/notifications/initialized", {});
-  new ResizeObserver(() => {
-    const { width, height } = document.documentElement.getBoundingClientRect();
-    bridge.notify("ui/notifications/size-changed", { width: Math.ceil(width), height: Math.ceil(height) });
-  }).observe(document.documentElement);
+  reportSize();
+}
+
+/** Tell the host the size of the content (as the MCP Apps SDK measures it), again whenever it changes.
+ *
+ * The document element is as tall as the frame the host gave it (the App's style sets html and body
+ * to 100%); its height is let go to the content's for one measurement, in the next animation frame
+ * (several changes: one report). The feed is watched too: html and body keep the frame's size while
+ * the card in it grows. */
+function reportSize() {
+  let due = false;
+  let last = "";
+  const measure = () => {
+    due = false;
+    const html = document.documentElement;
+    const kept = html.style.height;
+    html.style.height = "max-content";
+    const height = Math.ceil(html.getBoundingClientRect().height);
+    html.style.height = kept;
+    const width = Math.ceil(window.innerWidth);
+    if (`${width}x${height}` === last) return;
+    last = `${width}x${height}`;
+    bridge.notify("ui/notifications/size-changed", { width, height });
+  };
+  const schedule = () => {
+    if (!due) requestAnimationFrame(measure);
+    due = true;
+  };
+  const observer = new ResizeObserver(schedule);
+  observer.observe(document.documentElement);
+  observer.observe(document.body);
+  observer.observe(feed);
+  schedule();
 }
 
 start().catch((error) => notice(`The host did not start this card: ${error.message}`));

@@ -8,12 +8,26 @@ that does not satisfy it is refused to the App (``invalid_result``) and never re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from ..tools.registry import Register
+
+
+def complete_choice(arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A ``choice`` answer in the seed documents' shape, ``{"selected": "…"}`` without ``index``, with
+    the index of that option filled in; any other answer as it is."""
+    options, selected = arguments.get("options"), result.get("selected")
+    if "index" in result or not isinstance(selected, str) or not isinstance(options, list) or selected not in options:
+        return result
+    return {**result, "index": options.index(selected)}
+
+
+#: how answers of a built-in tool are completed before they are checked (answers in the seeds' shapes)
+COMPLETERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {"choice": complete_choice}
 
 
 def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

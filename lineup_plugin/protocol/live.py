@@ -1,10 +1,14 @@
 """The calls part of a session: a call's life from start to end, its repeats, expiry, recovery and hand-over.
 
-- **Lifecycle**: a call goes to every attached device; the first terminal answer wins
+- **Lifecycle**: a call goes to every attached device that can handle it
+  (:meth:`LiveCalls.for_device`: a tool an App declared and no renderer draws goes to the devices
+  that declared it, while one of them is attached); the first terminal answer wins
   (:meth:`LiveCalls.finish`), and every device — the one whose answer won too — gets
   ``tool.cancel`` with the verdict (:func:`outcome_of`: the result the agent got and the device
   that gave it), which its card shows; a call ends ``expired`` at its deadline
-  (:meth:`LiveCalls.tick`) and ``cancelled`` when either side cancels.
+  (:meth:`LiveCalls.tick`) and ``cancelled`` when either side cancels. An ``unsupported`` answer
+  settles a call only when no other attached device that can handle it is left to answer
+  (:meth:`LiveCalls.unsupported`).
 - **Repeats**: a call id is never run twice: starting a known id gives back the known call.
 - **Recovery and hand-over**: :meth:`LiveCalls.recover` closes the calls a previous process
   left pending, or keeps forwarded ones live a while for their callers to claim
@@ -16,6 +20,7 @@ Every time is the session's clock; what the store knows of a call is handed in b
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Any, Generic
 
 from .calls import Call, CallState, format_timestamp
@@ -74,11 +79,22 @@ def closed_reason(call: Call | None) -> str:
 class LiveCalls(Generic[L]):
     """The live calls of a session and how each ends (see the module docstring)."""
 
-    def __init__(self, out: Outbox[L], devices: Devices[L], timeline: Timeline[L]) -> None:
+    def __init__(
+        self,
+        out: Outbox[L],
+        devices: Devices[L],
+        timeline: Timeline[L],
+        *,
+        handled_by: Callable[[str], frozenset[str] | None] | None = None,
+    ) -> None:
         self.out = out
         self.devices = devices
         self.timeline = timeline
+        #: which devices can handle a tool when only some can (the catalog's ``handled_by``)
+        self._handled_by = handled_by or (lambda name: None)
         self._live: dict[str, Call] = {}
+        #: the devices that answered ``unsupported`` to a live call that others may still answer
+        self._unsupported: dict[str, set[str]] = {}
         self._deadlines: list[tuple[float, str]] = []
         #: recovered calls nobody has claimed yet, and until when they wait for a claim
         self._unclaimed: dict[str, float] = {}
@@ -159,9 +175,26 @@ class LiveCalls(Generic[L]):
         entry = self.timeline.record("call", conversation_id, call_id=call.call_id, call=request)
         seq = entry.seq if entry is not None else None
         for link, device_id in self.devices.items():
-            self.deliver(call, link, device_id, seq)
+            if self.for_device(call, device_id):
+                self.deliver(call, link, device_id, seq)
         self.out.event(CardWaiting(call))
         return call
+
+    def for_device(self, call: Call, device_id: str) -> bool:
+        """Whether ``call`` goes to device ``device_id``: when every App renders its tool, or the
+        device declared it, or none of the devices that declared it is attached (someone must
+        answer, if only ``unsupported``)."""
+        handlers = self._handled_by(call.request.name)
+        if handlers is None or device_id in handlers:
+            return True
+        return not any(other in handlers for _, other in self.devices.items())
+
+    def unsupported(self, call: Call, device_id: str) -> bool:
+        """Device ``device_id`` answered live ``call`` ``unsupported``: whether that settles it —
+        only when no other attached device that can handle it is left to answer."""
+        said = self._unsupported.setdefault(call.call_id, set())
+        said.add(device_id)
+        return not any(other not in said and self.for_device(call, other) for _, other in self.devices.items())
 
     def _fail_at_once(self, call: Call, message: str, error: str) -> Call:
         call.end("failed", message, now=self.out.clock(), error=error)
@@ -202,6 +235,7 @@ class LiveCalls(Generic[L]):
             self.out.audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
+        self._unsupported.pop(call.call_id, None)
         by_device = (self.devices.device_id(by) if by is not None else None) or surface
         if by_device is not None:
             call.answered_by = by_device
@@ -296,6 +330,7 @@ class LiveCalls(Generic[L]):
         Returns the call, or None when it is not live.
         """
         self._unclaimed.pop(call_id, None)
+        self._unsupported.pop(call_id, None)
         return self._live.pop(call_id, None)
 
     def recover(self, pending: list[Call], *, reclaim: float = 0.0) -> list[Call]:

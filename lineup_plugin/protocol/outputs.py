@@ -86,6 +86,10 @@ def changes_by_kind(changes: Iterable[Change]) -> Grouped:
 # ------------------------------------------------------------------------- registry changes
 
 
+#: the registry source of the tools an App declared: ``app:<device_id>``
+APP_SOURCE = "app:"
+
+
 @dataclass(frozen=True, slots=True)
 class DeclareTools(Generic[L]):
     """Registry change: the App on ``link`` (device ``device_id``) declared ``tools`` under ``source``

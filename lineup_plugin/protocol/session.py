@@ -85,6 +85,7 @@ from .messages import (
     ToolResult,
 )
 from .outputs import (
+    APP_SOURCE,
     Applied,
     AppToolCall,
     Audit,
@@ -170,7 +171,7 @@ class Session(Generic[L]):
         self.devices: Devices[L] = Devices(self.out, agent_id=agent_id, conversation_id=conversation_id)
         kept = kept if kept is not None else Kept(history_id=codec.new_id("history"))
         self.history: Timeline[L] = Timeline(self.out, self.devices, retention=retention, kept=kept)
-        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history)
+        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history, handled_by=catalog.handled_by)
         #: the agent's replies being streamed
         self.replies = Replies()
         self.agent = self.devices.agent
@@ -214,7 +215,7 @@ class Session(Generic[L]):
         """The connection ended. Its calls stay live until answered elsewhere or expired."""
         device_id = self.devices.detach(link)
         if device_id is not None:  # its last link: the tools it declared go
-            self.out.batch.registry.append(WithdrawTools(f"app:{device_id}"))
+            self.out.batch.registry.append(WithdrawTools(f"{APP_SOURCE}{device_id}"))
 
     def decode(self, link: L, data: str | bytes | Any, *, parsed: bool = False) -> Envelope | None:
         """The envelope in ``data`` that arrived on ``link`` (``parsed``: a JSON value a transport has
@@ -342,7 +343,8 @@ class Session(Generic[L]):
         self.send_tool_list(link)
         self.reply(link, self.status)
         for item in live:
-            self.calls.deliver(item, link, device_id)
+            if self.calls.for_device(item, device_id):
+                self.calls.deliver(item, link, device_id)
         if older is not None:  # a newest-first catch-up: the older pages after the waiting cards
             older()
         self.out.event(DevicesChanged(device_id, attached=True))
@@ -369,20 +371,23 @@ class Session(Generic[L]):
             ended = self.calls.lookup(result.call_id) or known
             if ended is None:
                 return "unknown_call", unknown_call(result.call_id)
-            if (
-                surface is None
-                and ended.result is not None
-                and (ended.result.status, ended.result.result)
-                == (
-                    result.status,
-                    result.result,
-                )
-            ):
-                return None  # the same answer again: already applied
+            if surface is None and ended.result is not None and ended.result.status == result.status:
+                given = self.catalog.complete_result(ended.request.name, ended.request.arguments, result.result)
+                if ended.result.result == given:
+                    return None  # the same answer again (in the seeds' shape too): already applied
             if surface is None:
                 self.out.audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
             return "call_closed", call_closed(ended)
+        if result.status == "unsupported" and by is not None and not self.calls.unsupported(item, device_id):
+            self.out.audit(
+                "result.unsupported", call_id=result.call_id, device_id=device_id, detail="others may answer"
+            )
+            return None  # another attached device can handle it: the call waits for its answer
         if result.status == "completed":
+            request = item.request
+            filled = self.catalog.complete_result(request.name, request.arguments, result.result)
+            if filled is not result.result:  # an answer in the seeds' shape (a choice without its index)
+                result = result.model_copy(update={"result": filled})
             problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
             if problem is not None:  # the call stays live: the App may answer again
                 problem = bounded(problem)  # it may quote the App's value
@@ -403,7 +408,7 @@ class Session(Generic[L]):
 
     def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
         self.out.batch.registry.append(
-            DeclareTools(link, device_id, f"app:{device_id}", tuple(listing.tools), bool(listing.request))
+            DeclareTools(link, device_id, f"{APP_SOURCE}{device_id}", tuple(listing.tools), bool(listing.request))
         )
 
     def registry_applied(self, change: RegistryChange, outcome: Applied) -> None:

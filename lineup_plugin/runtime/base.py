@@ -182,6 +182,9 @@ class AgentRuntime(ABC):
         """
         return None
 
+    def call_started(self, call_id: str) -> None:  # noqa: B027 - optional: most runtimes need not know
+        """The tool call running on this thread is LineUp call ``call_id`` (said before any App is sent it)."""
+
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
         """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""
 

@@ -411,6 +411,7 @@ class LineUpService:
         from .forward import OwnerUnreachable, backoff, platform_supported
 
         call_id = codec.new_id("call")
+        self.runtime.call_started(call_id)
         origin = self.origin()
         ends = time.monotonic() + deadline
         unreachable_since: float | None = None

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import ToolCall, ToolCancel
+from lineup_plugin.protocol.messages import AgentStop, Text, ToolCall, ToolCancel
 from tests.fakes.llm import ScriptedLLM
 from tests.wsapp import WsApp
 
@@ -215,3 +215,27 @@ async def test_the_interactive_cli_asks_through_the_gateway_and_ctrl_c_withdraws
         finally:
             await anyio.to_thread.run_sync(terminal.close)
         await app.close()
+
+
+@bounded
+async def test_the_apps_stop_interrupts_a_one_shot_chat_asking_through_the_gateway(
+    home: tuple[Path, int], llm: ScriptedLLM
+) -> None:
+    # the card is withdrawn, the chat's model is not asked again, and the App is not told "No active task"
+    path, port = home
+    with process("gateway", "run", home=path):
+        app = await app_on(port)
+        with chat("stop me", path) as asking:
+            (card,) = await cards(app, 1)
+            asked = len(llm.requests)
+            await app.send(AgentStop())
+            said: list[str] = []  # what the App is told until the card closes (the stop is taken in first)
+            while not isinstance(payload := (await app.recv()).payload, ToolCancel):
+                if isinstance(payload, Text):
+                    said.append(payload.text)
+            assert payload.call_id == card.call_id
+            out, _ = await anyio.to_thread.run_sync(functools.partial(asking.communicate, timeout=WAIT))
+        await app.close()
+    assert len(llm.requests) == asked, "the chat's model was asked again after the stop"
+    assert "stop me: cancelled" not in out, out
+    assert not any("No active task" in text for text in said), said

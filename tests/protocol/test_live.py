@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.calls import Call, CallState, parse_timestamp
 from lineup_plugin.protocol.devices import Devices
@@ -21,7 +23,9 @@ class Clock:
         return self.now
 
 
-def make(*links: str) -> tuple[Clock, Outbox[str], LiveCalls[str]]:
+def make(
+    *links: str, handled_by: Callable[[str], frozenset[str] | None] | None = None
+) -> tuple[Clock, Outbox[str], LiveCalls[str]]:
     clock = Clock()
     out: Outbox[str] = Outbox(clock)
     devices: Devices[str] = Devices(out, agent_id="agent", conversation_id="default")
@@ -30,7 +34,7 @@ def make(*links: str) -> tuple[Clock, Outbox[str], LiveCalls[str]]:
         devices.attach(link, link)
     timeline = Timeline(out, devices, retention=DEFAULT_RETENTION, kept=Kept("h"))
     out.take()
-    return clock, out, LiveCalls(out, devices, timeline)
+    return clock, out, LiveCalls(out, devices, timeline, handled_by=handled_by)
 
 
 def request(call_id: str = "c1") -> ToolCall:
@@ -119,6 +123,43 @@ def test_a_claimed_call_lives_to_its_deadline_and_a_released_one_is_let_go_witho
     assert calls.release("fwd") is forwarded and calls.live("fwd") is None
     assert not out.take()  # nothing written, nobody told
     assert not any(isinstance(c, SaveCall) for c in out.take().changes)
+
+
+def declared(by: dict[str, frozenset[str]]) -> Callable[[str], frozenset[str] | None]:
+    """Which devices declared each App-declared tool (the others every App renders)."""
+    return by.get
+
+
+def sent_to(out: Outbox[str]) -> list[tuple[str, str]]:
+    return [(m.link, codec.decode(m.text).kind) for m in out.take().messages if isinstance(m, Send)]
+
+
+def test_an_app_declared_tool_goes_only_to_the_devices_that_declared_it() -> None:
+    _, out, calls = make("phone", "laptop", handled_by=declared({"torch": frozenset({"phone"})}))
+    calls.start(ToolCall(call_id="t1", name="torch", arguments={"on": True}), wait=30)
+    assert sent_to(out) == [("phone", "tool.call")]
+    calls.start(request("c1"), wait=30)  # a tool every App renders goes to every device
+    assert sent_to(out) == [("phone", "tool.call"), ("laptop", "tool.call")]
+    assert calls.for_device(calls.live("t1"), "phone") and not calls.for_device(calls.live("t1"), "laptop")  # type: ignore[arg-type]
+
+
+def test_with_none_of_its_declarers_attached_a_call_goes_to_every_device_to_be_answered() -> None:
+    _, out, calls = make("laptop", handled_by=declared({"torch": frozenset({"phone"})}))
+    calls.start(ToolCall(call_id="t1", name="torch"), wait=30)
+    assert sent_to(out) == [("laptop", "tool.call")]  # someone must answer it, if only unsupported
+    call = calls.live("t1")
+    assert call is not None and calls.unsupported(call, "laptop")  # and that answer settles it
+
+
+def test_unsupported_settles_a_call_only_when_no_other_attached_device_can_handle_it() -> None:
+    clock, out, calls = make("phone", "laptop", "tablet")
+    call = calls.start(request("c1"), wait=30)
+    out.take()
+    clock.now = 1001.0
+    assert not calls.unsupported(call, "laptop")  # the phone and the tablet may still answer
+    assert not calls.unsupported(call, "laptop")  # said twice: still one device
+    assert not calls.unsupported(call, "tablet")
+    assert calls.unsupported(call, "phone")  # every device said so
 
 
 # ------------------------------------------------------------------------- Web Push (events)

@@ -159,6 +159,15 @@ class FakeCatalog:
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         return None  # outputSchemas are the registry's: see tests/test_tool_hardening.py
 
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return result
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        owners = [
+            source.removeprefix("app:") for source, tools in self.declared.items() if any(t.name == name for t in tools)
+        ]
+        return frozenset(owners) if owners else None
+
 
 # ---------------------------------------------------------------------------------- helpers
 
@@ -1052,6 +1061,39 @@ def test_app_tool_list_declares_tools_and_detaching_the_devices_last_link_withdr
     assert ToolsChanged() in batch.events
     assert DevicesChanged("phone", attached=False) in batch.events
     assert "app:phone" not in rig.catalog.declared
+
+
+TORCH = ToolDefinition.model_validate(
+    {"name": "torch", "type": "action", "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}}}
+)
+
+
+def test_an_app_declared_tool_goes_only_to_its_device_and_a_late_unsupported_elsewhere_does_not_settle_it() -> None:
+    rig = Rig()
+    rig.connect("torch-phone")
+    rig.connect("laptop")  # the reference App: it renders no torch
+    rig.send("torch-phone", ToolList(tools=[TORCH]))
+    call, batch = rig.start("t1", name="torch")
+    assert kinds(batch, "torch-phone") == ["tool.call"] and kinds(batch, "laptop") == []
+    rig.clock.now += 1
+    batch = rig.send("laptop", ToolResult(call_id="t1", status="unsupported", result={"message": "no renderer"}))
+    assert rig.session.live_call("t1") is call and errors(batch, "laptop") == []  # the phone may still answer
+    rig.clock.now += 1
+    rig.send("torch-phone", ToolResult(call_id="t1", result={"on": True}))
+    assert call.state == CallState.COMPLETED and call.result is not None and call.result.result == {"on": True}
+
+
+def test_unsupported_from_every_attached_device_settles_the_call() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.connect("laptop")
+    call, _ = rig.start("c1")
+    rig.send("laptop", ToolResult(call_id="c1", status="unsupported", result={"message": "old App"}))
+    assert rig.session.live_call("c1") is call
+    batch = rig.send("phone", ToolResult(call_id="c1", status="unsupported", result={"message": "old App"}))
+    assert call.state == CallState.UNSUPPORTED and [c.reason for c in cancels(batch, "laptop")] == [
+        "answered on another device"
+    ]
 
 
 # ------------------------------------------------------------------------------- Web Push

@@ -561,3 +561,20 @@ def test_an_approval_answer_is_read_as_the_narrowest_hermes_choice_it_can_mean(
 ) -> None:
     answer = ToolResult.model_validate({"call_id": "c1", "status": status, "result": result})
     assert common.approval_choice(answer, ["once", "session", "deny"]) == choice
+
+
+def test_each_interactive_cli_session_is_a_conversation_of_its_own_not_the_apps_default(tmp_path: Path) -> None:
+    # two CLIs on one App: neither lands in (nor retitles) the phone's own chat, nor each other's
+    seen = []
+    for session in ("cli-a", "cli-b"):
+        cli = FakeCli(running=False)
+        cli.session_id = session
+        runtime = make_runtime(tmp_path / session, FakeContext(cli))
+        feed = AppFeed(runtime)
+        assert runtime.deliver_message("hello from the phone", sender="phone")  # the App takes part
+        a_turn(HermesHooks(runtime), session, "a reply", platform="cli")
+        seen.append(feed.conversations)
+    assert seen == [
+        {Conversation("hermes-cli-a", "Hermes CLI · cli-a")},
+        {Conversation("hermes-cli-b", "Hermes CLI · cli-b")},
+    ]

@@ -36,6 +36,12 @@ RELIES_ON: dict[str, list[str]] = {
     ],
     "clarify_pending": ["tools.clarify_gateway:_entries", "tools.clarify_gateway:has_pending"],
     "clarify_timeout": ["tools.clarify_gateway:get_clarify_timeout"],
+    "calling_agent": [
+        "run_agent:AIAgent.interrupt(message)",
+        "agent.tool_executor::def execute_tool_calls_sequential(agent,",
+        "agent.tool_executor::def execute_tool_calls_concurrent(agent,",
+        "agent.tool_executor::function_result = _ra().handle_function_call(",
+    ],
     "cli_agent_running": ["cli:HermesCLI.self._agent_running", "cli:HermesCLI.self.agent"],
     "cli_session_id": ["cli:HermesCLI.self.session_id"],
     "config_path": ["hermes_cli.config:get_config_path"],

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "approval_pending",
     "cache_media",
+    "calling_agent",
     "clarify_pending",
     "clarify_timeout",
     "cli_agent_running",
@@ -168,6 +169,26 @@ def cli_of(ctx: Any) -> Any:
 def cli_agent_running(cli: Any) -> Any:
     """The CLI's agent while it is in a turn (``cli._agent_running``), else None."""
     return getattr(cli, "agent", None) if getattr(cli, "_agent_running", False) else None
+
+
+def calling_agent() -> Any:
+    """The ``AIAgent`` whose tool call runs on this thread, or None (call it from the tool's handler).
+
+    Hermes does not tell a plugin's tool handler which agent called it, and a one-shot ``hermes
+    chat -q`` registers its agent nowhere a plugin can reach. Its tool executors
+    (``agent/tool_executor.py``) run each call with the agent as their ``agent`` argument, on
+    this thread's stack (sequential calls) or in the closure of the worker that runs it
+    (concurrent ones): the nearest frame that holds an ``AIAgent`` as ``agent`` or ``self``.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        names = frame.f_locals
+        for name in ("agent", "self"):
+            value = names.get(name)
+            if type(value).__name__ == "AIAgent" and callable(getattr(value, "interrupt", None)):
+                return value
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def cli_session_id(cli: Any) -> str:

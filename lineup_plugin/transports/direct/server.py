@@ -22,12 +22,19 @@ code    reason                                         why
 4401    ``wrong token`` / ``missing token``            after an ``error`` ``auth_failed`` message
 4400    ``device.hello required`` / ``bad hello``      the first message was not a valid hello
 4408    ``no device.hello within 10 s``                nothing was said in time
-1013    ``too many connections``                       ``max_connections`` are already open
+1013    ``too many connections``                       ``max_connections`` are already open, or
+                                                       this one still had to say hello when
+                                                       newer ones needed its place (see below)
 1009    ``frame with N bytes exceeds limit of M ...``  a message over ``max_frame_bytes``
 1008    ``send queue full: the App is not reading``    ``max_queue`` messages waited unsent
 1008    ``rate limit exceeded: too many messages``     the App stayed over the rate after ``rate_limited``
 1001    ``the agent is shutting down``                 :meth:`DirectServer.close`
 ======  =============================================  ==========================================
+
+At most :attr:`Limits.max_unauthenticated` connections may wait for their hello. A new
+connection always gets a place: the oldest waiting connection of the address that holds the
+most places is ended to make room. Sockets that never say hello, however fast they come back,
+therefore cannot keep an App out: the App says hello at once.
 
 A binary frame is answered with an ``error`` ``binary_not_supported`` and the connection stays
 open. A browser connection whose ``Origin`` is neither this server nor listed in
@@ -40,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -108,8 +116,9 @@ class Limits:
     hello_timeout: float = 10.0
     #: the largest first message (the hello) before the token is checked
     hello_bytes: int = 64 * 1024
-    #: connections that have not passed their hello yet; past this, new ones get 1013 at once
-    max_unauthenticated: int = 16
+    #: connections that have not passed their hello yet; past this, the oldest of the address holding most ends
+    #: (the more there are, the faster sockets must be re-opened to end an App's before its hello is read)
+    max_unauthenticated: int = 64
     #: how long closing every connection may take when the server stops
     shutdown_timeout: float = 1.0
     message_rate: float = 20.0
@@ -288,8 +297,13 @@ class DirectServer:
         self._token: str | None = None
         self._server: Server | None = None
         self._connections: set[ServerConnection] = set()
-        #: connections still to pass their hello (their own, smaller budget: Limits.max_unauthenticated)
-        self._waiting: set[ServerConnection] = set()
+        #: connections still to pass their hello, oldest first, with their remote address (their own,
+        #: smaller budget: Limits.max_unauthenticated)
+        self._waiting: dict[ServerConnection, str] = {}
+        #: the waiting connections that sent their first message (ended to make room only when no idle one is left)
+        self._spoke: set[ServerConnection] = set()
+        #: waiting connections being ended to make room for newer ones, with the tasks that close them
+        self._ending: dict[ServerConnection, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
         #: the names the TLS certificate is for (the first goes in links)
@@ -492,21 +506,23 @@ class DirectServer:
     # ------------------------------------------------------------------------- WebSocket
 
     async def _handle(self, connection: ServerConnection) -> None:
-        waiting, attached = len(self._waiting), len(self._connections) - len(self._waiting)
-        if waiting >= self.limits.max_unauthenticated or attached >= self.options.max_connections:
-            log.info("refused a connection: %d App connections are open, %d still to say hello", attached, waiting)
+        attached = self._attached()
+        if attached >= self.options.max_connections:
+            log.info("refused a connection: %d App connections are open", attached)
             await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
             return
         address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+        if len(self._waiting) >= self.limits.max_unauthenticated:
+            self._make_room()
         link = DirectLink(
             connection, f"direct:{address}", max_queue=self.options.max_queue, close_timeout=self.limits.close_timeout
         )
         self._connections.add(connection)
-        self._waiting.add(connection)
+        self._waiting[connection] = address
         try:
             attached = await self._handshake(connection, link, address)
-            self._waiting.discard(connection)
-            if attached and len(self._connections) - len(self._waiting) > self.options.max_connections:
+            self._waiting.pop(connection, None)
+            if attached and self._attached() > self.options.max_connections:
                 log.warning("refused a device: %d App connections are open", self.options.max_connections)
                 link.shut(TRY_AGAIN_LATER, TOO_MANY, flush=True)
             elif attached:
@@ -515,10 +531,38 @@ class DirectServer:
         except ConnectionClosed:
             pass
         finally:
-            self._waiting.discard(connection)
+            self._waiting.pop(connection, None)
+            self._spoke.discard(connection)
             await self.hub.disconnect(link)
             await link.finish()
+            ending = self._ending.pop(connection, None)
+            if ending is not None:
+                await ending
             self._connections.discard(connection)
+
+    def _attached(self) -> int:
+        """How many connections passed their hello and are open."""
+        return len(self._connections) - len(self._waiting) - len(self._ending)
+
+    def _make_room(self) -> None:
+        """Every slot for connections still to say hello is taken: end the oldest one of the address holding most.
+
+        A newcomer always gets a slot, so sockets that never say hello (however fast they are
+        re-opened) cannot keep an App out: an App says hello at once and is through long before
+        its turn to be ended comes, while the address that holds the most slots loses them first.
+        Connections that said nothing yet go first; one whose hello passed is no longer waiting.
+        """
+        idle = {c: address for c, address in self._waiting.items() if c not in self._spoke}
+        pool = idle or self._waiting  # a connection that said something is ended only when no idle one is left
+        held = Counter(pool.values())
+        busiest = max(held, key=lambda address: held[address])
+        oldest = next(c for c, address in pool.items() if address == busiest)
+        del self._waiting[oldest]
+        self._spoke.discard(oldest)
+        log.debug("%d connections wait for their hello: ending the oldest one from %s", len(self._waiting), busiest)
+        self._ending[oldest] = asyncio.create_task(
+            close_connection(oldest, TRY_AGAIN_LATER, TOO_MANY, self.limits.shutdown_timeout), name="lineup-make-room"
+        )
 
     async def _handshake(self, connection: ServerConnection, link: DirectLink, address: str) -> bool:
         """Hand the first message to the hub's handshake; whether the device is attached.
@@ -532,6 +576,7 @@ class DirectServer:
         timeout = self.limits.hello_timeout
         try:
             first = await asyncio.wait_for(connection.recv(), timeout)
+            self._spoke.add(connection)
         except TimeoutError:
             message = f"no device.hello within {timeout:g} s"
             with suppress(ConnectionClosed):
@@ -549,6 +594,8 @@ class DirectServer:
                 log.warning("refused device %s from %s: wrong token (%d in a row)", device, address, failures)
                 return "wrong token"
             self.throttle.succeeded(address)
+            self._waiting.pop(connection, None)  # through: no newcomer may end it any more
+            self._spoke.discard(connection)
             # raised here, before the welcome leaves: the App may send a large message (a file piece
             # from its outbox) the moment it is welcomed, before this handler runs again
             connection.protocol.max_size = self.options.max_frame_bytes
