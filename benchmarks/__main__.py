@@ -11,7 +11,7 @@ import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from . import latency, machine, startup, throughput
+from . import latency, machine, phone, startup, throughput
 from .report import Row, render
 
 FULL = {
@@ -40,6 +40,8 @@ async def run(plans: dict[str, object], sections: set[str]) -> list[Row]:
             rows += throughput.rows(await throughput.measure(data_dir, plans["throughput"]))  # type: ignore[arg-type]
         if "startup" in sections:
             rows += startup.rows(await startup.measure(data_dir, plans["startup"]))  # type: ignore[arg-type]
+        if "phone" in sections:
+            rows += phone.rows(await phone.measure())
     return rows
 
 
@@ -50,14 +52,15 @@ def main() -> None:
     parser.add_argument(
         "--only",
         action="append",
-        choices=["latency", "throughput", "startup"],
+        choices=["latency", "throughput", "startup", "phone"],
         help="run only this section (repeatable)",
     )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the MCP SDK and uvicorn log every request at INFO
     header = machine.describe()
     started = time.perf_counter()
-    rows = asyncio.run(run(QUICK if args.quick else FULL, set(args.only or ["latency", "throughput", "startup"])))
+    sections = set(args.only or ["latency", "throughput", "startup", "phone"])
+    rows = asyncio.run(run(QUICK if args.quick else FULL, sections))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header.append(
         f"{'quick smoke run (numbers not meaningful)' if args.quick else 'full run'}: "

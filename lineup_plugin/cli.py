@@ -9,7 +9,10 @@
   error rates, from the store's audit log (see :mod:`lineup_plugin.stats`);
 - ``lineup pair [--link APP_URL | --revoke]``: the relay pairing: who is paired, a link that opens
   an exported App already paired, or revoke every pairing;
-- ``lineup app export DIR``: the App as static files for an HTTPS static host.
+- ``lineup app export DIR``: the App as static files for an HTTPS static host;
+- ``lineup doctor [--json]``: check settings, files, port, forwarding, Hermes, App, relay and
+  push, each failure with its fix (see :mod:`lineup_plugin.doctor`); status 1 if one fails.
+- ``lineup --version``: the installed version.
 
 Settings not given as options come from ``LINEUP_*`` environment variables. A bad setting
 prints what is wrong and exits with status 2; any other LineUp error exits with status 1.
@@ -26,6 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import __version__
 from .config.settings import Settings, load_settings
 from .errors import ConfigError, LineUpError, StoreBusyError, TransportError
 from .plugins import load_registry
@@ -36,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lineup``."""
     parser = argparse.ArgumentParser(prog="lineup", description="LineUp: agent tools that live on the user's App.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the server does")
+    parser.add_argument("--version", action="version", version=f"lineup {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="serve the App with a scripted agent that uses every built-in tool")
@@ -72,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = app_commands.add_parser("export", help="write the App as static files for an HTTPS static host")
     export.add_argument("dir", help="an empty or new directory")
     export.set_defaults(run=run_app_export)
+
+    doctor = commands.add_parser("doctor", help="check what LineUp needs here; each failure with its fix")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    doctor.add_argument("--data-dir", help="the data directory to check (default: as the settings say)")
+    doctor.set_defaults(run=run_doctor)
     return parser
 
 
@@ -234,13 +244,40 @@ def run_app_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_doctor(args: argparse.Namespace) -> int:
+    """``lineup doctor``: every check, as a table or JSON; status 0 only when none failed."""
+    from pathlib import Path
+
+    from . import doctor
+
+    context = doctor.Context(data_dir=Path(args.data_dir) if args.data_dir else None)
+    try:
+        return doctor.report(doctor.run(context), as_json=args.json)
+    except KeyboardInterrupt:
+        print("\nlineup doctor interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # its reader went away (`lineup doctor | head`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # the checks catch their own errors: this is the report itself failing
+        print(f"lineup doctor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
 def _stats_of_the_server(settings: Settings, since: float | None, busy: StoreBusyError) -> dict[str, Any]:
     """The metering of the process that holds the store, asked over its direct server's API."""
     from .transports.direct.api import request_stats
 
     try:
         data: dict[str, Any] = request_stats(
-            settings.host, settings.port, settings.token, settings.data_dir, since=since
+            settings.host,
+            settings.port,
+            settings.token,
+            settings.data_dir,
+            since=since,
+            tls=settings.tls_cert is not None,
         )
     except TransportError as exc:
         from .runtime.lock import ServerLock

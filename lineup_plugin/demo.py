@@ -5,6 +5,10 @@ plays a script: a greeting, ``choice``, ``confirm`` (with a risk), ``input`` (a 
 ``calculator`` (add) and ``canvas`` (open, draw, draw, undo, close). Each result is printed to
 the terminal and answered with a text message in the App. Typing ``again`` in the App starts
 the script over (a card still open is cancelled); the stop button ends the current run.
+
+The demo serves like any LineUp process: it holds the data directory's server lock (a second
+demo there is refused, naming the first) and opens the forwarding socket, so ``lineup mcp`` or a
+Hermes process on the same data directory asks through the demo's App.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ from types import TracebackType
 from typing import Any
 
 from .config.settings import Settings
+from .errors import StoreBusyError
 from .hub import Hub
 from .protocol.messages import ToolResult
 from .qr import terminal_qr
+from .runtime.forward import ForwardServer, platform_supported
+from .runtime.lock import ServerLock
 from .tools.registry import Registry
 from .transports.direct.server import DirectServer
 
@@ -59,8 +66,21 @@ class Demo:
         app_dir: Traversable | None = None,
     ) -> None:
         self.out = out or _say
-        self.hub = Hub.from_settings(settings, registry, on_text=self._on_text, on_stop=self._on_stop)
-        self.server = DirectServer.from_settings(self.hub, settings, app_dir=app_dir)
+        self.lock = ServerLock(settings.data_dir)
+        if not self.lock.acquire("demo"):
+            owner = self.lock.owner() or "an unknown process"
+            raise StoreBusyError(
+                f"another LineUp process already serves {settings.data_dir} ({owner}); "
+                "stop it, or give the demo a data directory of its own (--data-dir)"
+            )
+        try:
+            self.hub = Hub.from_settings(settings, registry, on_text=self._on_text, on_stop=self._on_stop)
+            self.server = DirectServer.from_settings(self.hub, settings, app_dir=app_dir)
+        except BaseException:
+            self.lock.release()
+            raise
+        #: the socket other processes of this data directory forward their calls through
+        self.forward = ForwardServer(self.hub, settings.data_dir) if platform_supported() else None
         #: how many times the script ran to its end
         self.finished = 0
         self._again = asyncio.Event()
@@ -70,8 +90,12 @@ class Demo:
     async def __aenter__(self) -> Demo:
         try:
             await self.server.start()
+            if self.forward is not None:
+                await self.forward.__aenter__()
         except BaseException:
+            await self.server.close()
             self.hub.store.close()
+            self.lock.release()
             raise
         self.out("LineUp demo: a scripted agent (no LLM) that uses every built-in tool.")
         self.out("Open this link on your phone or in a browser on the same network:")
@@ -87,8 +111,13 @@ class Demo:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task])
-        await self.server.close()
-        self.hub.store.close()
+        try:
+            if self.forward is not None:
+                await self.forward.__aexit__(exc_type, exc, tb)
+            await self.server.close()
+            self.hub.store.close()
+        finally:
+            self.lock.release()
 
     async def run(self) -> None:
         """Serve until cancelled (Ctrl+C)."""

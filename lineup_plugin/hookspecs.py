@@ -49,7 +49,7 @@ def register_renderers(register: RegisterRenderer) -> None:
     server from the App's own origin at an address made from its SHA-256 (so it is cached until
     it changes), under the App's Content-Security-Policy: it can load nothing from elsewhere.
     The App loads it the first time the agent calls the tool; what it must export and how it
-    answers is in the README (*Renderers for plugin tools*). A tool without a renderer is
+    answers is in docs/plugins.md (*Renderers for plugin tools*). A tool without a renderer is
     answered ``unsupported`` by the App, as before.
 
     ``register`` raises :class:`~lineup_plugin.errors.RendererError` when the file cannot be read

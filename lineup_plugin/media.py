@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import MediaError
+from .private import FILE_MODE, private_dir, private_file
 from .protocol.messages import INLINE_MAX, Attachment, FileBegin, FileChunk
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,7 @@ class MediaStore:
         retention_days: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.data_dir = data_dir
         self.root = data_dir / "media"
         self.files = self.root / "files"
         self.incoming = self.root / "incoming"
@@ -221,8 +223,8 @@ class MediaStore:
         sha256 = hashlib.sha256(data).hexdigest()
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
-            self.incoming.mkdir(parents=True, exist_ok=True)
-            with part.open("wb") as out:
+            private_dir(self.incoming, root=self.data_dir)
+            with os.fdopen(private_file(part), "wb") as out:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
@@ -235,13 +237,15 @@ class MediaStore:
     def _keep(self, part: Path, sha256: str, name: str, mime: str, size: int) -> StoredFile:
         """Move a complete ``.part`` into ``files/`` under its hash (its metadata first, the bytes last)."""
         path = self._path(sha256)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent, root=self.data_dir)
         meta = path.with_suffix(".json")
         meta_part = part.with_suffix(".json.part")
-        meta_part.write_text(json.dumps({"name": name, "mime": mime, "size": size, "kept_at": self.clock()}))
+        with os.fdopen(private_file(meta_part), "w", encoding="utf-8") as out:
+            json.dump({"name": name, "mime": mime, "size": size, "kept_at": self.clock()}, out)
         os.replace(meta_part, meta)
         if path.exists():
             os.utime(path)  # sent again: kept for another retention period
+            path.chmod(FILE_MODE)  # kept by an older version that left it readable by others
         else:
             os.replace(part, path)
         self.sweep()
@@ -270,8 +274,8 @@ class MediaStore:
         self._admit(begin.name, begin.mime, begin.size)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
-            self.incoming.mkdir(parents=True, exist_ok=True)
-            part.touch()
+            private_dir(self.incoming, root=self.data_dir)
+            os.close(private_file(part))
         except OSError as exc:
             raise _not_kept(exc) from None
         self._uploads[begin.upload_id] = _Upload(begin, owner, part, touched=self.clock())

@@ -322,7 +322,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -377,23 +377,26 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "INSERT INTO meta (key, value) VALUES ('history_id', lower(hex(randomblob(16))))",
     ),
+    # 4: who answered an ended call (its device id and name, JSON), for the verdict the devices are shown
+    4: ("ALTER TABLE calls ADD COLUMN answered TEXT",),
 }
 
 _SAVE_CALL = """
 INSERT INTO calls (call_id, conversation_id, name, state, done, request, result, created_at, expires_at, history,
-                   updated_at, forwarded)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   updated_at, forwarded, answered)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO UPDATE SET
     state = excluded.state, done = excluded.done, result = excluded.result, expires_at = excluded.expires_at,
-    history = excluded.history, updated_at = excluded.updated_at
+    history = excluded.history, updated_at = excluded.updated_at, answered = excluded.answered
 WHERE calls.done = 0
 """
 #: a later save of a call this store wrote: only what a transition changes (request, deadline... never change)
 _UPDATE_CALL = (
-    "UPDATE calls SET state = ?, done = ?, result = ?, history = ?, updated_at = ? WHERE call_id = ? AND done = 0"
+    "UPDATE calls SET state = ?, done = ?, result = ?, history = ?, updated_at = ?, answered = ? "
+    "WHERE call_id = ? AND done = 0"
 )
 _INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
-_CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded"
+_CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded, answered"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
 _SAVE_CONVERSATION = """
@@ -692,8 +695,17 @@ class SQLiteStore(_OneChange):
         done = call.done
         result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
         history = to_json([(state.value, at) for state, at in call.history]).decode()
+        answered = json.dumps([call.answered_by, call.answered_name]) if call.answered_by is not None else None
         if call_id in self._written:
-            params: tuple[Any, ...] = (str(call.state), int(done), result, history, _updated_at(call), call_id)
+            params: tuple[Any, ...] = (
+                str(call.state),
+                int(done),
+                result,
+                history,
+                _updated_at(call),
+                answered,
+                call_id,
+            )
             changed = self._db.execute(_UPDATE_CALL, params).rowcount
         else:
             params = (
@@ -709,6 +721,7 @@ class SQLiteStore(_OneChange):
                 history,
                 _updated_at(call),
                 int(call.forwarded),
+                answered,
             )
             changed = self._db.execute(_SAVE_CALL, params).rowcount
         if done:
@@ -736,8 +749,9 @@ class SQLiteStore(_OneChange):
         return [self._call(row) for row in rows]
 
     def _call(self, row: tuple[Any, ...]) -> Call:
-        request, conversation_id, state, created_at, expires_at, result, history, forwarded = row
+        request, conversation_id, state, created_at, expires_at, result, history, forwarded, answered = row
         try:
+            by, name = json.loads(answered) if answered is not None else (None, None)
             return Call(
                 request=ToolCall.model_validate_json(request),
                 conversation_id=conversation_id,
@@ -747,8 +761,10 @@ class SQLiteStore(_OneChange):
                 result=ToolResult.model_validate_json(result) if result is not None else None,
                 history=[(CallState(s), at) for s, at in json.loads(history)],
                 forwarded=bool(forwarded),
+                answered_by=str(by) if by is not None else None,
+                answered_name=str(name) if name is not None else None,
             )
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             raise StoreError(f"the store {self.path} holds an unreadable call: {exc}") from exc
 
     # -------------------------------------------------------------------------- dedupe, audit

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import latency, throughput
+from benchmarks import latency, phone, throughput
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,6 +40,7 @@ def expected_rows() -> list[str]:
         "the same with Hermes' slash-command module already loaded",
         "import lineup_plugin.hermes + register(fake ctx)",
     ]
+    names += [f"first card: {load}" for load in phone.LOADS]
     return names
 
 

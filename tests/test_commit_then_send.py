@@ -122,7 +122,7 @@ async def test_memory_transport_commits_before_it_sends(store: SpyStore, monkeyp
 
         await ask_answer_and_cancel(hub, answer, dismissed)
         await laptop.next("tool.cancel")
-    assert len(wire.left) == 7 and wire.broken == [], wire.left
+    assert len(wire.left) == 8 and wire.broken == [], wire.left  # the verdict goes to the answering device too
 
 
 async def test_direct_transport_commits_before_it_sends(
@@ -153,7 +153,7 @@ async def test_direct_transport_commits_before_it_sends(
             await laptop.next("tool.cancel")
             await phone.close()
             await laptop.close()
-    assert len(wire.left) == 7 and wire.broken == [], wire.left
+    assert len(wire.left) == 8 and wire.broken == [], wire.left  # the verdict goes to the answering device too
 
 
 async def test_relay_transport_commits_before_it_sends(store: SpyStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,4 +186,4 @@ async def test_relay_transport_commits_before_it_sends(store: SpyStore, monkeypa
                 await second
             cancel = await app.next("tool.cancel")
             assert cancel["payload"]["reason"] == "the agent was interrupted"
-    assert len(wire.left) == 3 and wire.broken == [], wire.left
+    assert len(wire.left) == 4 and wire.broken == [], wire.left  # the verdict goes to the answering device too

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.demo import Demo
+from lineup_plugin.errors import LineUpError
 from lineup_plugin.protocol.messages import AgentStop, Text, ToolCall
+from tests.mcp.conftest import make_lineup, stdio_client
+from tests.mcp.test_mcp_stdio import CHOICE, body
 from tests.wsapp import WsApp
 
 ANSWERS: dict[tuple[str, str | None], dict[str, Any]] = {
@@ -102,3 +108,31 @@ async def test_stop_ends_the_run_until_again(tmp_path: Path) -> None:
         assert (await app.next_call()).name == "choice"
         await app.close()
     assert "script stopped" in lines
+
+
+async def test_lineup_mcp_on_the_demos_data_dir_forwards_its_calls_to_the_demo(tmp_path: Path) -> None:
+    # the demo serves like any LineUp process: it holds the data directory's server lock and opens
+    # the forwarding socket, so `lineup mcp` there asks the demo's App instead of dying StoreBusyError
+    lines: list[str] = []
+    async with demo(tmp_path, lines) as running:
+        app = await WsApp.connect(running.server, "phone")
+        lineup = make_lineup(tmp_path)
+        async with asyncio.timeout(120), stdio_client(lineup) as client:
+            asked = asyncio.create_task(client.call_tool("choice", CHOICE))
+            while True:  # the demo's own script asks too: answer only the forwarded card
+                call = await app.next_call()
+                if call.arguments == CHOICE:
+                    break
+            await app.answer(call, selected="production", index=1)
+            result = await asked
+        await app.close()
+    assert not result.is_error and result.structured_content == {"selected": "production", "index": 1}
+    assert body(result)["call_id"] == call.call_id
+
+
+async def test_a_second_demo_on_the_same_data_dir_is_refused_naming_the_first(tmp_path: Path) -> None:
+    async with demo(tmp_path, []):
+        with pytest.raises(LineUpError, match=r"already serves .*pid \d+ \(demo\)"):
+            demo(tmp_path, [])
+    async with demo(tmp_path, []):  # the lock went with the first
+        pass

@@ -103,6 +103,9 @@ async def test_duplicate_result_envelope_is_applied_once() -> None:
     await app.send_payload(answer, id=envelope_id)
     await app.send_payload(answer)  # same answer, new envelope: harmless
     assert (await task).result == {"approved": True}
+    verdict = (await app.next("tool.cancel")).payload
+    assert isinstance(verdict, ToolCancel) and verdict.outcome is not None
+    assert verdict.outcome.result == {"approved": True}
     assert app.inbox.empty()
     assert [e for e in hub.store.audit_log if e[0] == "duplicate.envelope"]  # type: ignore[attr-defined]
 

@@ -8,13 +8,15 @@ and under ``if TYPE_CHECKING:``. A lazy or typing-only import still ties a modul
 =====  ==================================================  =========================================
 layer  modules (under ``lineup_plugin/``)                  what they are
 =====  ==================================================  =========================================
-0      ``errors``, ``qr``                                  leaves: they import nothing of the package
+0      ``errors``, ``qr``, ``private``                     leaves: they import nothing of the package
                                                            (``qr`` draws the connect link as a QR
-                                                           code for the top layers)
+                                                           code for the top layers; ``private``
+                                                           makes 0700 directories and 0600 files)
 1      ``protocol/``                                       the sans-I/O core: imports nothing of the
                                                            package but ``errors``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
-       ``plugins``, ``builtin_tools/``                     argument checks, settings, hooks
+       ``plugins``, ``builtin_tools/``, ``push/``          argument checks, settings, hooks; Web
+                                                           Push (keys, sealing, rules, sending)
 3      ``store``, ``stats``, ``media``, ``uploads``        durable calls, seen ids, audit; metering;
                                                            files sent either way
 4      ``ports``                                           what the hub and a transport promise each
@@ -23,8 +25,9 @@ layer  modules (under ``lineup_plugin/``)                  what they are
                                                            the runtime's calls and messages
 6      ``transports/``                                     direct, relay (WuKongIM), memory
 7      ``runtime/``                                        agent runtimes (the Hermes adapter)
-8      ``cli``, ``demo``, ``hermes``, the package          entry points, and the public API that
-       ``__init__``                                        loads the layers below on first use
+8      ``cli``, ``demo``, ``doctor``, ``hermes``,          entry points, and the public API that
+       ``docs_gen``, the package ``__init__``              loads the layers below on first use; the
+                                                           generated parts of the docs
 =====  ==================================================  =========================================
 
 The table is :data:`LAYERS` (and :data:`ONLY` for the two rules stricter than the layers) below.
@@ -45,15 +48,15 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 #: the layers, lowest first: each a tuple of the top-level parts of the package (a module, or a
 #: subpackage with everything in it); "" is the package's own ``__init__``
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "qr"),
+    ("errors", "qr", "private"),
     ("protocol",),
-    ("tools", "config", "hookspecs", "plugins", "builtin_tools"),
+    ("tools", "config", "hookspecs", "plugins", "builtin_tools", "push"),
     ("store", "stats", "media", "uploads"),
     ("ports",),
     ("hub", "agent_side"),
     ("transports",),
     ("runtime",),
-    ("cli", "demo", "hermes", ""),
+    ("cli", "demo", "doctor", "hermes", "docs_gen", ""),
 )
 
 #: parts that may import nothing of the package but themselves and the parts listed

@@ -72,6 +72,8 @@ async def test_a_result_sent_twice_is_applied_once(hub: Hub, store: Store) -> No
     await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))  # the same answer, a new envelope
 
     assert (await task).result == ANSWER
+    verdict = (await app.next("tool.cancel")).payload  # the device is told how the call ended
+    assert isinstance(verdict, ToolCancel) and verdict.outcome is not None and verdict.outcome.device_id == "phone"
     assert app.inbox.empty(), "a repeated identical answer is not an error"
     events = [event for event, cid, *_ in store.audit_log if cid == call_id or event == "duplicate.envelope"]  # type: ignore[attr-defined]
     assert events.count("call.completed") == 1
@@ -102,7 +104,7 @@ async def test_a_result_after_expiry_is_refused_with_the_reason(hub: Hub, store:
     await app.send_payload(ToolResult(call_id=call_id, result=ANSWER))
     error = (await app.next("error")).payload
     assert isinstance(error, Error) and error.code == "call_closed"
-    assert error.message == f"call {call_id!r} already ended as expired; this answer was not applied"
+    assert error.message == "this call already ended as expired; this answer was not applied"  # no call id
     saved = store.get_call(call_id)
     assert saved is not None and saved.state is CallState.EXPIRED
 

@@ -25,12 +25,18 @@ import pytest
 from lineup_plugin.protocol.calls import CallState
 from lineup_plugin.protocol.messages import Error, ToolAck, ToolCancel, ToolList, ToolResult
 from lineup_plugin.store import SQLiteStore
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession, Timers
+from lineup_plugin.transports.wukongim.e2e import AgentKey
+from lineup_plugin.transports.wukongim.pairing import Pairings
 
+from .fakes.wukongim import FakeWuKongIM
+from .transports.test_e2e import AppSide
 from .wsapp import WsApp
 
 AGENT = Path(__file__).with_name("agent_process.py")
 TOKEN = "restart-test-token-6f1c2a9d"
 RESTARTED = "the agent restarted before an answer arrived; ask again"
+RELAY_TIMERS = Timers(connect_timeout=5, send_timeout=5, reconnect_min=0.01, reconnect_max=0.05)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
@@ -139,3 +145,46 @@ async def test_a_call_answered_before_the_kill_stays_answered(tmp_path: Path) ->
         saved = store.get_call(call.call_id)
         assert saved is not None and saved.result is not None
         assert saved.result.result == {"selected": "production", "index": 1}
+
+
+async def test_after_a_sigkill_in_relay_mode_every_paired_device_is_told_at_start_which_calls_ended(
+    tmp_path: Path,
+) -> None:
+    # by relay the App's IM connection stays up across the agent's death: it never says hello again
+    data_dir = tmp_path / "agent"
+    pairings = Pairings(data_dir, "lineup-agent", "app-user")
+    devices = [AppSide("", "") for _ in range(2)]
+    for device in devices:
+        state, paired = pairings.pair(device.public)
+        device.agent_public, device.pairing_id = AgentKey.load(state.agent_key).public, paired.pairing_id
+    async with asyncio.timeout(120), FakeWuKongIM() as im:
+        options = ClientOptions(uid="app-user", token="", device_flag=1, timers=RELAY_TIMERS)
+        session = await ImSession.open(im.ws_url, options)
+        stream = session.messages()
+
+        async def next_envelopes(kind: str) -> dict[str, dict[str, Any]]:
+            """The next ``kind`` envelope each paired device is sent (by pairing id)."""
+            got: dict[str, dict[str, Any]] = {}
+            async for message in stream:
+                await session.ack(message)
+                box = json.loads(message.payload)["e2e"]
+                device = next(d for d in devices if d.pairing_id == box["p"])
+                envelope = json.loads(device.open(box))
+                if envelope["type"] == f"lineup.v1.{kind}":
+                    got[device.pairing_id] = envelope
+                    if len(got) == len(devices):
+                        return got
+            raise AssertionError("the App's IM connection closed")
+
+        async with agent(data_dir, "--call", "--relay", im.api_url) as (process, _):
+            calls = await next_envelopes("tool.call")
+            call_id = next(iter(calls.values()))["payload"]["call_id"]
+            process.send_signal(signal.SIGKILL)
+            assert await process.wait() == -signal.SIGKILL
+
+        async with agent(data_dir, "--relay", im.api_url) as (process, info):
+            assert info["recovered"] == [{"call_id": call_id, "state": "cancelled", "message": RESTARTED}]
+            for cancel in (await next_envelopes("tool.cancel")).values():
+                assert cancel["payload"]["call_id"] == call_id
+                assert cancel["payload"]["reason"] == f"this call already ended (cancelled): {RESTARTED}"
+        await session.close()

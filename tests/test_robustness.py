@@ -152,13 +152,13 @@ async def too_many_connections(server: DirectServer) -> None:
         before = server.connections
         fillers.append(await connect(f"ws://127.0.0.1:{server.port}/ws"))
         await wait_until(lambda: server.connections > before)  # noqa: B023 - awaited before the loop goes on
-    async with connect(f"ws://127.0.0.1:{server.port}/ws") as extra:
+    async with connect(f"ws://127.0.0.1:{server.port}/ws"):  # one more gets a slot: the oldest is ended
         try:
-            await extra.recv()
+            await fillers[0].recv()
         except ConnectionClosed as closed:
             assert closed.rcvd is not None and (closed.rcvd.code, closed.rcvd.reason) == (1013, TOO_MANY)
         else:
-            raise AssertionError("the connection over the limit was served")
+            raise AssertionError("the oldest connection that never said hello was kept")
     for filler in fillers:
         await filler.close()
     await wait_until(lambda: server.connections == 2)

@@ -326,5 +326,29 @@ def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_p
     finally:
         store.close()
     with sqlite3.connect(db_path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     db.close()
+
+
+def test_who_answered_a_call_is_kept_across_a_restart_and_a_damaged_record_is_refused(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    call = Call(request=ToolCall(call_id="c1", name="confirm"), conversation_id="default")
+    save_call(store, call)  # live first, then its end: the update path
+    call.finish(ToolResult(call_id="c1", status="completed", result={"approved": True}), now=time.time())
+    call.answered_by, call.answered_name = "phone", "Pixel 7 (Chrome)"
+    save_call(store, call)
+    store.close()
+    again = SQLiteStore(db_path)
+    try:
+        kept = again.get_call("c1")
+        assert kept is not None and (kept.answered_by, kept.answered_name) == ("phone", "Pixel 7 (Chrome)")
+    finally:
+        again.close()
+    with closing(sqlite3.connect(db_path)) as db, db:
+        db.execute("UPDATE calls SET answered = '[1, 2, 3]' WHERE call_id = 'c1'")
+    damaged = SQLiteStore(db_path)
+    try:
+        with pytest.raises(StoreError, match="unreadable call"):
+            damaged.get_call("c1")
+    finally:
+        damaged.close()

@@ -1,3 +1,4 @@
+// @ts-check
 // The agent's token-checked JSON API beside the App's files (GET /api/...), for a page the agent
 // itself served: plugin renderers and the metering of the status view.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The LineUp reference App: connect with the token, chat with the agent, answer its tool cards.
 
 import { agentApi } from "./api.js";
@@ -7,8 +8,8 @@ import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { h } from "./dom.js";
 import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
-import { deviceId, peer } from "./envelope.js";
-import { HistoryCursor, answeredWhere, describeEnd } from "./history.js";
+import { deviceId } from "./envelope.js";
+import { HistoryCursor } from "./history.js";
 import { CHUNK_BYTES, RELAY_CHUNK_BYTES, Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
@@ -23,27 +24,38 @@ try {
   pairingProblem = error.message;
 }
 
-const $ = (id) => document.getElementById(id);
+/**
+ * The element of the page with id `id`, of class `type`.
+ * @template {HTMLElement} T
+ * @param {string} id
+ * @param {{new (): T, prototype: T}} [type]
+ * @returns {T}
+ */
+function $(id, type) {
+  const el = document.getElementById(id);
+  if (!(el instanceof (type ?? HTMLElement))) throw new Error(`index.html lacks #${id}`);
+  return /** @type {T} */ (el);
+}
 const ui = {
   connectView: $("connect"),
-  connectForm: $("connect-form"),
-  host: $("host"),
-  token: $("token"),
+  connectForm: $("connect-form", HTMLFormElement),
+  host: $("host", HTMLInputElement),
+  token: $("token", HTMLInputElement),
   connectError: $("connect-error"),
-  connectButton: $("connect-button"),
+  connectButton: $("connect-button", HTMLButtonElement),
   chatView: $("chat"),
   agentName: $("agent-name"),
   link: $("link"),
   status: $("agent-status"),
-  stop: $("stop"),
+  stop: $("stop", HTMLButtonElement),
   disconnect: $("disconnect"),
   feed: $("feed"),
   scroller: $("scroller"),
-  composer: $("composer"),
-  message: $("message"),
+  composer: $("composer", HTMLFormElement),
+  message: $("message", HTMLTextAreaElement),
   conversations: $("conversations"),
-  photo: $("photo"),
-  file: $("file"),
+  photo: $("photo", HTMLInputElement),
+  file: $("file", HTMLInputElement),
   tray: $("tray"),
   path: $("path"),
 };
@@ -51,7 +63,11 @@ const PATHS = {
   direct: ["Direct", "Connected straight to the agent on your network"],
   relay: ["Relay", "Through the relay server, end-to-end encrypted (the agent's address cannot be reached)"],
 };
-const notifier = new Notifier($("notify"), $("notify-hint"));
+const notifier = new Notifier($("notify"), $("notify-hint"), {
+  send: (kind, payload) => connection.send(kind, payload, conversations.current),
+  tell: (text) => feed.message("system", text),
+  openCard,
+});
 
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
@@ -60,38 +76,42 @@ const boards = new Boards();
 const deck = new Deck({
   show: (el) => feed.add(el),
   send: (kind, payload) => {
+    // a card's answer belongs to the card's conversation, whichever is shown
+    const shown = deck.cards.get(payload.call_id)?.el.dataset.conversation ?? conversations.current;
     if (kind === "tool.result") {
-      const shown = deck.cards.get(payload.call_id)?.el.dataset.conversation;
+      notifier.settled(payload.call_id);
       cursor.remember({ k: "answer", p: payload, c: shown }); // a reload shows our answer
       cursor.save();
     }
-    return connection.send(kind, payload);
+    return connection.send(kind, payload, shown);
   },
   boards,
 });
 const cursor = new HistoryCursor();
-const conversations = new Conversations(ui.conversations, ui.feed, (id) => {
-  peer.conversationId = id; // what the user types from now on goes to this conversation
-});
-peer.conversationId = conversations.current;
-/** the conversation of the message being shown (each element of the feed is tagged with it) */
-let shownIn = conversations.current;
-feed.onAdd = (node) => conversations.place(node, shownIn);
+const conversations = new Conversations(ui.conversations, ui.feed);
+/** the conversation of the message being shown (each element of the feed is tagged with it), if not the current one */
+let shownIn = null;
+feed.onAdd = (node) => conversations.place(node, shownIn ?? conversations.current);
 /** ids of the texts typed here (a history entry with one of them as ``ref`` is shown already) */
 const typedHere = new Set();
 
+/**
+ * Draw what `show` draws in conversation `id` (the conversation of a received message or entry).
+ * @param {unknown} id
+ * @param {() => void} show
+ */
 function inConversation(id, show) {
   shownIn = typeof id === "string" && id ? id : DEFAULT_CONVERSATION;
   try {
     show();
   } finally {
-    shownIn = conversations.current;
+    shownIn = null;
   }
 }
 
 /** One history entry: drawn as the live message it was, unless this App has shown it already. */
-function showEntry(entry, replay = false) {
-  if (!entry || typeof entry !== "object" || (!replay && !cursor.fresh(entry.seq))) return;
+function showEntry(entry, replay = false, older = false) {
+  if (!entry || typeof entry !== "object" || (!replay && !older && !cursor.fresh(entry.seq))) return;
   inConversation(entry.conversation_id, () => {
     conversations.create(shownIn);
     const files = Array.isArray(entry.attachments) ? entry.attachments : [];
@@ -104,8 +124,8 @@ function showEntry(entry, replay = false) {
     } else if (entry.event === "call" && entry.call) {
       deck.restore(entry.call);
     } else if (entry.event === "call.end" && entry.result) {
-      const where = answeredWhere(entry.device_id, deviceId());
-      deck.settle(entry.result.call_id, entry.result, describeEnd(entry.result), where);
+      deck.ended(entry);
+      notifier.settled(entry.result.call_id);
     } else if (entry.event === "conversation" && typeof entry.title === "string") {
       conversations.create(shownIn, entry.title);
     }
@@ -124,7 +144,7 @@ function replay(items) {
         if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") });
         else if (item.k === "tool.call") deck.restore(item.p);
         else if (item.k === "tool.cancel") deck.cancel(item.p);
-        else if (item.k === "answer") deck.settle(item.p.call_id, item.p, describeEnd(item.p), answeredWhere(deviceId(), deviceId()));
+        else if (item.k === "answer") deck.answered(item.p);
       });
     }
   }
@@ -142,7 +162,22 @@ function showHistory(history) {
   for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
     if (typeof info?.conversation_id === "string") conversations.create(info.conversation_id, info.title);
   }
-  for (const entry of Array.isArray(history.entries) ? history.entries : []) showEntry(entry);
+  const entries = Array.isArray(history.entries) ? history.entries : [];
+  if (history.older) {
+    // a page from before everything shown (the catch-up came newest page first): above it, kept before it
+    feed.above(() => cursor.older(() => entries.forEach((entry) => showEntry(entry, false, true))));
+  } else for (const entry of entries) showEntry(entry);
+}
+
+/** Show the card of `callId` (a notification was clicked): its conversation, scrolled to and focused. */
+function openCard(callId) {
+  const card = deck.cards.get(callId);
+  if (!card) return false;
+  const where = card.el.dataset.conversation;
+  if (where && where !== conversations.current) conversations.select(where);
+  card.el.scrollIntoView({ block: "center" });
+  card.el.focus({ preventScroll: true });
+  return true;
 }
 
 function showConnect(error = "") {
@@ -161,10 +196,11 @@ function showChat() {
 
 const HANDLERS = {
   "device.welcome": (payload) => {
-    if (payload.agent?.id) peer.agentId = payload.agent.id;
-    cursor.follow(peer.agentId);
+    deck.welcomed(payload.device_id); // over the relay the agent knows this device by its pairing's id
+    cursor.follow(connection.agentId);
     deck.plugins.refresh(agentApi(connection.host, connection.token));
-    ui.agentName.textContent = peer.agentId;
+    ui.agentName.textContent = connection.agentId;
+    notifier.welcome(payload);
     const wasHidden = ui.chatView.hidden;
     showChat();
     if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
@@ -177,7 +213,10 @@ const HANDLERS = {
     notifier.card(payload);
     deck.call(payload);
   },
-  "tool.cancel": (payload) => deck.cancel(payload),
+  "tool.cancel": (payload) => {
+    notifier.settled(payload.call_id);
+    deck.cancel(payload);
+  },
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
     if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to
@@ -195,7 +234,10 @@ const connection = new Transport({
     }
     cursor.advance(envelope.seq);
   },
-  onState: (state) => showLink(ui.link, state),
+  onState: (state) => {
+    showLink(ui.link, state);
+    deck.link(state);
+  },
   onAuthFailed: () => {
     forgetToken(); // a reload must not retry it; the field keeps it for correcting
     showConnect(WRONG_TOKEN);
@@ -241,7 +283,7 @@ ui.connectForm.addEventListener("submit", (event) => {
 });
 
 const uploads = new Uploads(
-  (kind, payload) => connection.send(kind, payload),
+  (kind, payload) => connection.send(kind, payload, conversations.current),
   () => (connection.path === "relay" ? RELAY_CHUNK_BYTES : CHUNK_BYTES),
 );
 let chosen = []; // files picked for the next message
@@ -277,12 +319,12 @@ for (const input of [ui.photo, ui.file]) {
 }
 
 /** Upload the files, then send the text that carries them; a refusal is said and nothing is sent. */
-async function sendWithFiles(text, files) {
+async function sendWithFiles(text, files, conversation) {
   const bubble = feed.message("user", text, files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file })));
   bubble.dataset.state = "sending";
   try {
     const attachments = await Promise.all(files.map((file) => uploads.upload(file)));
-    typedHere.add(connection.send("text", { text, attachments }));
+    typedHere.add(connection.send("text", { text, attachments }, conversation));
     delete bubble.dataset.state;
   } catch (error) {
     bubble.dataset.state = "failed";
@@ -295,10 +337,10 @@ ui.composer.addEventListener("submit", (event) => {
   const text = ui.message.value.trim();
   if (!text && !chosen.length) return;
   if (chosen.length) {
-    sendWithFiles(text, chosen.splice(0));
+    sendWithFiles(text, chosen.splice(0), conversations.current);
     showTray();
   } else {
-    typedHere.add(connection.send("text", { text }));
+    typedHere.add(connection.send("text", { text }, conversations.current));
     feed.message("user", text);
   }
   if (text) conversations.guess(conversations.current, text);
@@ -321,9 +363,12 @@ ui.message.addEventListener("keydown", (event) => {
 });
 
 ui.stop.addEventListener("click", () => {
-  connection.send("agent.stop", { reason: "the user pressed stop" });
+  connection.send("agent.stop", { reason: "the user pressed stop" }, conversations.current);
   feed.message("system", "Asked the agent to stop.");
 });
+
+// back on the page (a phone woke up, the tab was chosen again): reconnect now, not after the backoff
+document.addEventListener("visibilitychange", () => document.visibilityState === "visible" && connection.retryNow());
 
 const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
 $("stats-button").addEventListener("click", () => statusView.open());

@@ -1,3 +1,4 @@
+// @ts-check
 // Canvas boards: SVG drawings the agent opens, draws on, undoes, clears and closes.
 
 import { svg } from "./dom.js";

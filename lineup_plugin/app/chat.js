@@ -1,3 +1,4 @@
+// @ts-check
 // The feed (chat messages and cards, in order), the agent's status badge and the connection pill.
 
 import { h } from "./dom.js";
@@ -27,15 +28,31 @@ export class Feed {
     this.list = list;
     this.scroller = scroller;
     this.replies = new Map(); // message_id → {el, p, seq, settled}
+    /** @type {((node: HTMLElement) => void) | null} called before an element is appended */
+    this.onAdd = null;
   }
 
-  /** Append an element, keeping the view at the bottom if the user was there. */
+  /** Append an element (or put it above, see above()), keeping the view at the bottom if the user was there. */
   add(node) {
     const { scrollHeight, scrollTop, clientHeight } = this.scroller;
     const atBottom = scrollHeight - scrollTop - clientHeight < 80;
     this.onAdd?.(node); // e.g. tag it with its conversation
-    this.list.append(node);
+    if (this.anchor !== undefined) {
+      this.list.insertBefore(node, this.anchor);
+      if (!atBottom) this.scroller.scrollTop = scrollTop + (this.scroller.scrollHeight - scrollHeight); // what was seen stays
+    } else this.list.append(node);
     if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  /** Add what `show()` adds above everything shown so far (an older page of the history), in its order. */
+  above(show) {
+    /** @type {Node | null | undefined} */
+    this.anchor = this.list.firstChild;
+    try {
+      show();
+    } finally {
+      this.anchor = undefined;
+    }
   }
 
   /** A chat message from "user" or "agent", or a "system" notice, with the files it carries; its element. */

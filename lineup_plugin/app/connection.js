@@ -1,13 +1,61 @@
+// @ts-check
 // The WebSocket to the agent: hello with the token, automatic reconnect with backoff, and an
 // outbox so nothing the user does while reconnecting is lost.
 
-import { APP_VERSION, PROTOCOL_VERSION, deviceId, makeEnvelope, readEnvelope } from "./envelope.js";
+import { readEnvelope } from "./envelope.js";
 import { socketUrl } from "./credentials.js";
+import { StateMachine } from "./machine.js";
 
 export const AUTH_FAILED_CODE = 4401;
 const MAX_DELAY_MS = 10_000;
 
-/** Explain a close that happened before the agent welcomed us. */
+/**
+ * What the App shows of a connection: "connecting" | "connected" | "reconnecting" | "offline".
+ * @typedef {"connecting" | "connected" | "reconnecting" | "offline"} LinkState
+ */
+
+/**
+ * @typedef {object} Received a received envelope, read
+ * @property {string} kind its type without the "lineup.v1." prefix
+ * @property {Record<string, any>} payload
+ * @property {Record<string, any>} envelope the whole envelope
+ */
+
+/**
+ * The states of a direct connection:
+ * - stopped: not connected and not trying (before connect, after disconnect, a refused token or
+ *   an agent that could not be reached at the first attempt);
+ * - connecting: the first attempt since connect(): the socket opens, device.hello is sent;
+ * - ready: the agent welcomed us; what is sent goes out at once;
+ * - waiting: the connection dropped after a welcome; the next attempt is on a backoff timer;
+ * - reconnecting: a later attempt, like connecting.
+ * @typedef {"stopped" | "connecting" | "ready" | "waiting" | "reconnecting"} DirectState
+ */
+
+/** @type {Readonly<Record<DirectState, readonly DirectState[]>>} */
+const MOVES = {
+  stopped: ["connecting"],
+  connecting: ["ready", "stopped"],
+  ready: ["waiting", "stopped"],
+  waiting: ["reconnecting", "stopped"],
+  reconnecting: ["ready", "waiting", "stopped"],
+};
+
+/** @type {Readonly<Record<DirectState, LinkState>>} */
+const SHOWN = {
+  stopped: "offline",
+  connecting: "connecting",
+  ready: "connected",
+  waiting: "reconnecting",
+  reconnecting: "reconnecting",
+};
+
+/**
+ * Explain a close that happened before the agent welcomed us.
+ * @param {string} host
+ * @param {boolean} opened
+ * @param {CloseEvent} event
+ */
 function refusal(host, opened, event) {
   if (!opened) {
     const origin =
@@ -19,90 +67,92 @@ function refusal(host, opened, event) {
 }
 
 /**
- * One logical connection to the agent. Callbacks:
- * - onMessage({kind, payload, envelope}) for every received envelope,
- * - onState(state) with "connecting" | "connected" | "reconnecting" | "offline",
- * - onAuthFailed() when the agent refused the token,
- * - onUnreachable(message) when the first connection attempt failed,
- * - onProblem(message) for a received frame that could not be read,
- * - openCalls() → call ids of the cards still waiting for the user (sent in device.hello),
- * - resume() → the history fields of device.hello ({last_seq, history_id}).
+ * @typedef {object} ConnectionCallbacks
+ * @property {(message: Received) => void} onMessage every received envelope
+ * @property {(state: LinkState) => void} onState
+ * @property {() => void} onAuthFailed the agent refused the token
+ * @property {(message: string) => void} onUnreachable the first connection attempt failed
+ * @property {(message: string) => void} onProblem a received frame could not be read
+ * @property {(fields: Record<string, unknown>) => object} hello the device.hello envelope with `fields`
  */
+
+/** One logical connection to the agent. */
 export class Connection {
+  /** @param {ConnectionCallbacks} callbacks */
   constructor(callbacks) {
     this.cb = callbacks;
     this.host = "";
     this.token = "";
-    this.welcomed = false; // welcomed since connect(): a later close means reconnect, not "unreachable"
+    /** @type {WebSocket | null} */
     this.ws = null;
-    this.ready = false;
-    this.stopped = true;
+    /** @type {string[]} envelopes (JSON) waiting for the next welcome */
     this.outbox = [];
     this.attempts = 0;
-    this.timer = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.timer = undefined;
+    /** @type {StateMachine<DirectState>} */
+    this.machine = new StateMachine("direct connection", MOVES, "stopped", (state) => this.cb.onState(SHOWN[state]));
     addEventListener("online", () => this.retryNow());
   }
 
-  /** Connect to `host` with `token`; a previous connection is dropped. */
+  /** @returns {DirectState} */
+  get state() {
+    return this.machine.state;
+  }
+
+  /**
+   * Connect to `host` with `token`; a previous connection is dropped.
+   * @param {string} host
+   * @param {string} token
+   */
   connect(host, token) {
     this.disconnect();
-    Object.assign(this, { host, token, stopped: false, welcomed: false, attempts: 0 });
-    this.open();
+    Object.assign(this, { host, token, attempts: 0 });
+    this.open("connecting");
   }
 
   /** Close for good (no reconnect). */
   disconnect() {
-    this.stopped = true;
     clearTimeout(this.timer);
     const ws = this.ws;
     this.ws = null;
-    this.ready = false;
     if (ws) ws.close(1000, "closed by the user");
-    this.cb.onState("offline");
+    this.machine.go("stopped");
   }
 
-  /** Send `payload` as a `kind` envelope now, or as soon as the agent has welcomed us again. */
-  send(kind, payload) {
-    const envelope = makeEnvelope(kind, payload);
-    const text = JSON.stringify(envelope);
-    if (this.ready && this.ws?.readyState === WebSocket.OPEN) this.ws.send(text);
+  /**
+   * Send one envelope (JSON text) now, or as soon as the agent has welcomed us again.
+   * @param {string} text
+   */
+  send(text) {
+    if (this.state === "ready" && this.ws?.readyState === WebSocket.OPEN) this.ws.send(text);
     else this.outbox.push(text);
-    return envelope.id;
   }
 
-  /** Skip the backoff wait (the browser came back online). */
+  /** Skip the backoff wait (the browser came back online, the page became visible, the user asked). */
   retryNow() {
-    if (!this.stopped && !this.ws) {
-      clearTimeout(this.timer);
-      this.open();
-    }
+    if (this.state !== "waiting") return;
+    clearTimeout(this.timer);
+    this.open("reconnecting");
   }
 
-  open() {
-    this.cb.onState(this.welcomed ? "reconnecting" : "connecting");
+  /** @param {"connecting" | "reconnecting"} attempt */
+  open(attempt) {
     let ws;
     try {
       ws = new WebSocket(socketUrl(this.host));
     } catch {
-      this.stopped = true;
+      this.disconnect();
       this.cb.onUnreachable(`"${this.host}" is not a valid host name or address.`);
       return;
     }
+    this.machine.go(attempt);
     this.ws = ws;
     let opened = false;
     let authFailed = false;
     ws.onopen = () => {
       opened = true;
-      const hello = {
-        device_id: deviceId(),
-        app_version: APP_VERSION,
-        protocol_version: PROTOCOL_VERSION,
-        token: this.token,
-        name: "LineUp web App",
-        open_calls: this.cb.openCalls(),
-        ...this.cb.resume?.(), // where the history resumes: last_seq, history_id
-      };
-      ws.send(JSON.stringify(makeEnvelope("device.hello", hello)));
+      ws.send(JSON.stringify(this.cb.hello({ token: this.token, name: "LineUp web App" })));
     };
     ws.onmessage = (event) => {
       if (ws !== this.ws) return;
@@ -114,21 +164,17 @@ export class Connection {
         return;
       }
       if (message.kind === "error" && message.payload.code === "auth_failed") authFailed = true;
-      if (message.kind === "device.welcome") this.welcome();
+      if (message.kind === "device.welcome") this.welcome(ws);
       this.cb.onMessage(message);
     };
     ws.onclose = (event) => {
       if (ws !== this.ws) return;
       this.ws = null;
-      this.ready = false;
-      if (this.stopped) return;
       if (authFailed || event.code === AUTH_FAILED_CODE) {
-        this.stopped = true;
-        this.cb.onState("offline");
+        this.machine.go("stopped");
         this.cb.onAuthFailed();
-      } else if (!this.welcomed) {
-        this.stopped = true;
-        this.cb.onState("offline");
+      } else if (this.state === "connecting") {
+        this.machine.go("stopped");
         this.cb.onUnreachable(refusal(this.host, opened, event));
       } else {
         this.scheduleReconnect();
@@ -136,19 +182,17 @@ export class Connection {
     };
   }
 
-  welcome() {
-    this.ready = true;
-    this.welcomed = true;
+  /** @param {WebSocket} ws */
+  welcome(ws) {
     this.attempts = 0;
-    this.cb.onState("connected");
-    const queued = this.outbox.splice(0);
-    for (const text of queued) this.ws.send(text);
+    this.machine.go("ready");
+    for (const text of this.outbox.splice(0)) ws.send(text);
   }
 
   scheduleReconnect() {
-    this.cb.onState("reconnecting");
+    this.machine.go("waiting");
     const delay = Math.min(MAX_DELAY_MS, 500 * 2 ** this.attempts) * (0.8 + Math.random() * 0.4);
     this.attempts += 1;
-    this.timer = setTimeout(() => this.open(), delay);
+    this.timer = setTimeout(() => this.open("reconnecting"), delay);
   }
 }

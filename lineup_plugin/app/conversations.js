@@ -1,3 +1,4 @@
+// @ts-check
 // The agent's conversations (its sessions: gateway chats, the CLI...): a tab per conversation,
 // the feed filtered to the one chosen, a mark on the others when something new arrives there.
 

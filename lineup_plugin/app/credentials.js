@@ -1,3 +1,4 @@
+// @ts-check
 // Where the App connects and with which token. The printed link carries the token in the URL
 // fragment (#token=...), which never reaches any server; we store it and remove it from the address bar.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Tiny DOM helpers. Agent-supplied text only ever goes through textContent, never innerHTML.
 
 /**

@@ -1,9 +1,10 @@
+// @ts-check
 // End-to-end encryption of LineUp envelopes over the relay (the agent's side:
 // lineup_plugin/transports/wukongim/e2e.py, which states the format). X25519 + HKDF-SHA256 +
 // AES-256-GCM from the audited noble libraries bundled in vendor/relay.js: WebCrypto does not exist
 // on a page served over plain http from a LAN address (not a secure context), where this App runs.
-
-import { gcm, hkdf, sha256, x25519 } from "./vendor/relay.js";
+// vendor/relay.js is fetched only when the relay is used (pairing or a relay connection): a
+// direct-only App never downloads it.
 
 const VERSION = 1;
 const INFO = new TextEncoder().encode("lineup-e2e-v1");
@@ -27,8 +28,20 @@ export function fromB64url(text, size) {
   return bytes;
 }
 
+let library = null;
+
+/** The relay library (vendor/relay.js: the WuKongIM JS SDK and the noble primitives), fetched once when first needed. */
+export function relayLibrary() {
+  library ??= import("./vendor/relay.js").catch((error) => {
+    library = null; // a failed fetch (offline) is tried again next time
+    throw error;
+  });
+  return library;
+}
+
 /** A new X25519 key pair: {secret, public} as base64url. */
-export function newKeyPair() {
+export async function newKeyPair() {
+  const { x25519 } = await relayLibrary();
   const secret = x25519.utils.randomSecretKey();
   return { secret: b64url(secret), public: b64url(x25519.getPublicKey(secret)) };
 }
@@ -37,8 +50,10 @@ const aad = (id, from, to, counter) => new TextEncoder().encode(`lineup-e2e-v1|$
 
 /** One pairing seen from the App: seals what goes to the agent, opens what comes from it. */
 export class Sealer {
-  /** `pairing`: {id, uid, agent, agent_key, secret} (see pairing.js). */
-  constructor(pairing) {
+  /** `pairing`: {id, uid, agent, agent_key, secret} (see pairing.js); `library`: what relayLibrary() gave. */
+  constructor(pairing, library) {
+    const { gcm, hkdf, sha256, x25519 } = library;
+    this.gcm = gcm;
     const shared = x25519.getSharedSecret(fromB64url(pairing.secret, 32), fromB64url(pairing.agent_key, 32));
     const okm = hkdf(sha256, shared, new TextEncoder().encode(pairing.id), INFO, 64);
     this.fromAgent = okm.slice(0, 32);
@@ -57,7 +72,7 @@ export class Sealer {
     localStorage.setItem(this.sentKey, String(this.counter));
     const iv = crypto.getRandomValues(new Uint8Array(12));
     const { id, uid, agent } = this.pairing;
-    const sealed = gcm(this.toAgent, iv, aad(id, uid, agent, this.counter)).encrypt(new TextEncoder().encode(text));
+    const sealed = this.gcm(this.toAgent, iv, aad(id, uid, agent, this.counter)).encrypt(new TextEncoder().encode(text));
     return { v: VERSION, p: id, n: this.counter, iv: b64url(iv), c: b64url(sealed) };
   }
 
@@ -69,7 +84,7 @@ export class Sealer {
     if (!Number.isSafeInteger(counter) || counter < 0) throw new Error("bad counter");
     let plain;
     try {
-      plain = gcm(this.fromAgent, fromB64url(box.iv, 12), aad(id, agent, uid, counter)).decrypt(fromB64url(box.c));
+      plain = this.gcm(this.fromAgent, fromB64url(box.iv, 12), aad(id, agent, uid, counter)).decrypt(fromB64url(box.c));
     } catch {
       throw new Error("the message does not authenticate (tampered, or another key)");
     }

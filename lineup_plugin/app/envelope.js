@@ -1,3 +1,4 @@
+// @ts-check
 // LineUp v1 envelopes: ids, the device identity, building and reading messages.
 
 export const PROTOCOL_VERSION = 1;
@@ -32,18 +33,24 @@ export function deviceId() {
   return id;
 }
 
-/** Who we talk to (from device.welcome and the messages received) and the conversation the user is in. */
-export const peer = { agentId: "lineup-agent", conversationId: "default" };
+/** The agent id the App assumes until the agent says its own. */
+export const DEFAULT_AGENT = "lineup-agent";
 
-/** Build an envelope of `kind` (e.g. "tool.result") from this device to the agent. */
-export function makeEnvelope(kind, payload) {
+/**
+ * Build an envelope of `kind` (e.g. "tool.result") from this device to agent `agentId`, in
+ * conversation `conversationId`.
+ * @param {string} kind
+ * @param {object} payload
+ * @param {{agentId: string, conversationId: string}} to
+ */
+export function makeEnvelope(kind, payload, { agentId, conversationId }) {
   return {
     v: PROTOCOL_VERSION,
     id: newId(),
     type: TYPE_PREFIX + kind,
-    conversation_id: peer.conversationId,
+    conversation_id: conversationId,
     sender: { kind: "device", id: deviceId() },
-    target: { kind: "agent", id: peer.agentId },
+    target: { kind: "agent", id: agentId },
     timestamp: new Date().toISOString(),
     payload,
   };
@@ -52,6 +59,8 @@ export function makeEnvelope(kind, payload) {
 /**
  * Read one received text frame. Returns {kind, payload, envelope}; throws Error with a readable
  * message for anything that is not a v1 envelope (an unknown major version is never acted on).
+ * @param {string} text
+ * @returns {import("./connection.js").Received}
  */
 export function readEnvelope(text) {
   let data;
@@ -66,6 +75,5 @@ export function readEnvelope(text) {
     throw new Error(`unknown message type ${JSON.stringify(data.type)}`);
   }
   const payload = data.payload && typeof data.payload === "object" ? data.payload : {};
-  if (data.sender?.kind === "agent" && data.sender.id) peer.agentId = data.sender.id;
   return { kind: data.type.slice(TYPE_PREFIX.length), payload, envelope: data };
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // Files both ways: photos and files the user sends go up over the WebSocket in pieces
 // (file.begin, then file.chunk); the files a message carries are shown (images) or offered as downloads.
 
@@ -50,6 +51,10 @@ function fromBase64(text) {
  * envelope must fit a WuKongIM message, use `RELAY_CHUNK_BYTES` at most.
  */
 export class Uploads {
+  /**
+   * @param {(kind: string, payload: object) => unknown} send
+   * @param {number | (() => number)} chunkBytes
+   */
   constructor(send, chunkBytes = CHUNK_BYTES) {
     this.send = send;
     this.chunkBytes = chunkBytes;

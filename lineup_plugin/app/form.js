@@ -1,3 +1,4 @@
+// @ts-check
 // A form generated from a JSON Schema object: string / number / integer / boolean / enum properties
 // become text / number / checkbox / select fields; required ones are marked and checked.
 
@@ -89,6 +90,7 @@ export function buildForm(schema) {
   const usable = schema && typeof schema === "object" && schema.properties && typeof schema.properties === "object";
   const properties = usable ? schema.properties : { answer: { type: "string", title: "Your answer" } };
   const required = new Set(usable ? schema.required ?? [] : ["answer"]);
+  /** @type {[string, {el: HTMLElement, control: any, read: () => any}][]} */
   const fields = Object.entries(properties).map(([name, prop]) => [name, field(name, prop ?? {}, required.has(name))]);
   const el = h("form", { class: "form", novalidate: true });
   if (fields.some(([name]) => required.has(name))) {

@@ -1,9 +1,8 @@
+// @ts-check
 // The agent's history as this App follows it: the last seq seen (kept in localStorage per agent,
 // like SSE's Last-Event-ID) with what was shown up to it, so a reloaded page draws the
-// conversation at once and asks only for what it missed; which live messages are duplicates;
-// and how an answered card reads.
-
-import { STATUS_TEXT } from "./cards/card.js";
+// conversation at once and asks only for what it missed; which live messages are duplicates.
+// (How an ended call reads on its card: cards/outcome.js.)
 
 const AGENT_KEY = "lineup.agent";
 const keyOf = (agentId) => `lineup.history.${agentId}`;
@@ -12,6 +11,8 @@ export const KEPT_ITEMS = 500;
 
 export class HistoryCursor {
   constructor() {
+    /** @type {number | null} where the items of an older page go (see older()), or null */
+    this.olderAt = null;
     this.agentId = localStorage.getItem(AGENT_KEY) || "lineup-agent";
     this.load();
   }
@@ -31,7 +32,8 @@ export class HistoryCursor {
 
   /** Keep one shown item (a history entry, a numbered live message, an answer given here) for the next load. */
   remember(item) {
-    this.items.push(item);
+    if (this.olderAt !== null) this.items.splice(this.olderAt++, 0, item); // an older page: before the rest
+    else this.items.push(item);
     if (this.items.length > KEPT_ITEMS) this.items.splice(0, this.items.length - KEPT_ITEMS);
     this.dirty = true;
   }
@@ -44,9 +46,23 @@ export class HistoryCursor {
     this.load();
   }
 
-  /** What device.hello says about the history: where to resume. */
+  /**
+   * What device.hello says about the history: where to resume, and that the catch-up may come
+   * newest page first (the older pages follow the waiting cards, marked `older`).
+   */
   hello() {
-    return this.historyId ? { last_seq: this.seq, history_id: this.historyId } : { last_seq: this.seq };
+    const resume = this.historyId ? { last_seq: this.seq, history_id: this.historyId } : { last_seq: this.seq };
+    return { ...resume, newest_first: true };
+  }
+
+  /** Keep what `show()` remembers as items older than everything kept (a history page marked `older`). */
+  older(show) {
+    this.olderAt = 0;
+    try {
+      show();
+    } finally {
+      this.olderAt = null;
+    }
   }
 
   /** Whether a message numbered `seq` (or not numbered) is new to this App. */
@@ -85,29 +101,4 @@ export class HistoryCursor {
       }
     }
   }
-}
-
-/** How an ended call reads on its card when it comes back from the history. */
-export function describeEnd(result, answeredHere) {
-  const answer = result.result && typeof result.result === "object" ? result.result : {};
-  let text = STATUS_TEXT[result.status] ?? String(result.status);
-  if (result.status === "completed") {
-    if ("selected" in answer) text = `Chose: ${answer.selected}`;
-    else if (answer.approved === true) text = "Approved";
-    else if (answer.values && typeof answer.values === "object") {
-      const parts = Object.entries(answer.values).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
-      text = parts.length ? `Sent ${parts.join(", ")}` : "Sent";
-    } else if ("value" in answer) text = `Result: ${answer.value}`;
-  } else if (typeof answer.message === "string" && answer.message) {
-    text = `${text}: ${answer.message}`;
-  }
-  return text;
-}
-
-/** Who answered where, for people: "on this device" or a short form of the other device's id. */
-export function answeredWhere(deviceId, ownId) {
-  if (!deviceId) return "";
-  if (deviceId === ownId) return "Answered on this device";
-  const short = deviceId.length > 16 ? `${deviceId.slice(0, 12)}…` : deviceId;
-  return `Answered on another device (${short})`;
 }

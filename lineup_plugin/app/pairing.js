@@ -1,3 +1,4 @@
+// @ts-check
 // Pairing for the relay: what the App keeps to reach the agent through WuKongIM when it cannot
 // reach it directly. Over the direct connection the App sends its public key to GET /api/pair (with
 // the token) and keeps the answer; a link made by `lineup pair --link` carries the same in its
@@ -52,11 +53,15 @@ export function pairingFragment(pairing) {
 
 /**
  * Pair over the direct connection to `host` with `token`. Resolves to the stored pairing, or null
- * when the agent runs no relay (404). Keeps an existing pairing with the same agent key.
+ * when the agent runs no relay (404). Keeps an existing pairing with the same agent key. Asks
+ * first without a key, so an agent without a relay costs one small request and the relay library
+ * (vendor/relay.js, needed for the key) is fetched only when there is a relay to pair for.
  */
 export async function pairOverDirect(host, token) {
-  const keys = newKeyPair();
   const url = socketUrl(host).replace(/^ws/, "http").replace(/\/ws$/, "/api/pair");
+  const probe = await fetch(url, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+  if (probe.status === 404) return null;
+  const keys = await newKeyPair();
   const response = await fetch(url, {
     headers: { Authorization: `Bearer ${token}`, "X-LineUp-Key": keys.public },
     cache: "no-store",

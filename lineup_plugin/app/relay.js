@@ -1,11 +1,12 @@
+// @ts-check
 // The App's connection through WuKongIM (the official JS SDK, bundled in vendor/relay.js): logs in
 // as the App user of its pairing, says device.hello to the agent (the agent then re-sends every
 // live card and closes the ones that ended meanwhile: that is how cards sent while this device
 // was offline reach it) and exchanges LineUp envelopes sealed end to end (e2e.js).
 
-import { APP_VERSION, PROTOCOL_VERSION, deviceId, makeEnvelope, readEnvelope } from "./envelope.js";
-import { Sealer } from "./e2e.js";
-import { Channel, ChannelTypePerson, ConnectStatus, MessageContent, WKSDK } from "./vendor/relay.js";
+import { readEnvelope } from "./envelope.js";
+import { StateMachine } from "./machine.js";
+import { Sealer, relayLibrary } from "./e2e.js";
 
 const DEFAULT_CONTENT_TYPE = 9527;
 // WuKongIM v2 answers a wrong token with silence and a close: after this many closes in a row
@@ -14,95 +15,176 @@ const FAILED_LOGINS_TOLD = 3;
 
 let contentType = DEFAULT_CONTENT_TYPE;
 
-/** LineUp custom content: {"type": 9527, "e2e": {...}} (or the agent's {"refused": {...}} in clear). */
-class LineUpContent extends MessageContent {
-  constructor(data = {}) {
-    super();
-    this.data = data;
-  }
-  get contentType() {
-    return contentType;
-  }
-  encodeJSON() {
-    return { ...this.data };
-  }
-  decodeJSON(content) {
-    this.data = content;
-  }
+/**
+ * LineUp custom content: {"type": 9527, "e2e": {...}} (or the agent's {"refused": {...}} in clear),
+ * a subclass of the SDK's MessageContent (its bundle types it as a plain function).
+ * @param {unknown} MessageContent
+ */
+function lineUpContent(MessageContent) {
+  const Content = /** @type {new () => any} */ (MessageContent); // the SDK's class, untyped
+  return class LineUpContent extends Content {
+    constructor(data = {}) {
+      super();
+      this.data = data;
+    }
+    get contentType() {
+      return contentType;
+    }
+    encodeJSON() {
+      return { ...this.data };
+    }
+    /** @param {any} content */
+    decodeJSON(content) {
+      this.data = content;
+    }
+  };
+}
+
+/** @type {Promise<any> | null} the relay library (vendor/relay.js, untyped) with LineUpContent, once loaded */
+let loaded = null;
+
+/** The relay library, fetched the first time the relay is used (a direct-only App never loads it). */
+function loadRelay() {
+  loaded ??= relayLibrary().then(
+    (library) => ({ ...library, LineUpContent: lineUpContent(library.MessageContent) }),
+    (error) => {
+      loaded = null; // offline: tried again on the next connect
+      throw error;
+    },
+  );
+  return loaded;
 }
 
 /**
- * The relay path. Callbacks: onMessage({kind, payload, envelope}), onState(state) ("connecting" |
- * "connected" | "reconnecting" | "offline"), onRefused(message) when the agent or the server will
- * not talk to this pairing, onProblem(message), openCalls(), resume() (history fields of the hello).
+ * The states of the relay path:
+ * - stopped: not logged in (the direct path is in use, the user disconnected, or refused);
+ * - connecting: logging in for the first time since connect(), then saying device.hello;
+ * - ready: the agent welcomed us; what is sent goes out at once, sealed;
+ * - reconnecting: the SDK lost the server and logs in again (it retries by itself).
+ * @typedef {"stopped" | "connecting" | "ready" | "reconnecting"} RelayState
  */
+
+/** @type {Readonly<Record<RelayState, readonly RelayState[]>>} */
+const MOVES = {
+  stopped: ["connecting"],
+  connecting: ["ready", "reconnecting", "stopped"],
+  ready: ["reconnecting", "stopped"],
+  reconnecting: ["ready", "stopped"],
+};
+
+/** @type {Readonly<Record<RelayState, import("./connection.js").LinkState>>} */
+const SHOWN = { stopped: "offline", connecting: "connecting", ready: "connected", reconnecting: "reconnecting" };
+
+/**
+ * @typedef {object} RelayCallbacks
+ * @property {(message: import("./connection.js").Received) => void} onMessage every received envelope
+ * @property {(state: import("./connection.js").LinkState) => void} onState
+ * @property {(message: string) => void} onRefused the agent or the server will not talk to this pairing
+ * @property {(message: string) => void} onProblem
+ * @property {(fields: Record<string, unknown>) => object} hello the device.hello envelope with `fields`
+ */
+
+/** The relay path. */
 export class RelayConnection {
+  /** @param {RelayCallbacks} callbacks */
   constructor(callbacks) {
     this.cb = callbacks;
+    /** @type {any} the SDK (untyped) once registered */
     this.sdk = null;
+    /** @type {any} the relay library once loaded (see loadRelay) */
+    this.wk = null;
+    /** @type {object | null} the connect() whose library load is awaited */
+    this.attempt = null;
+    /** @type {Sealer | null} */
     this.sealer = null;
+    /** @type {any} */
     this.pairing = null;
-    this.active = false;
-    this.ready = false;
+    /** @type {string[]} envelopes (JSON) waiting for the next welcome */
     this.outbox = [];
     this.failedLogins = 0;
+    /** @type {StateMachine<RelayState>} */
+    this.machine = new StateMachine("relay connection", MOVES, "stopped", (state) => this.cb.onState(SHOWN[state]));
   }
 
-  /** Log in with `pairing` and say hello; a previous login is dropped. */
+  /** @returns {RelayState} */
+  get state() {
+    return this.machine.state;
+  }
+
+  /**
+   * Log in with `pairing` and say hello (once the relay library is loaded); a previous login is dropped.
+   * @param {any} pairing
+   */
   connect(pairing) {
     this.disconnect();
     this.pairing = pairing;
-    this.sealer = new Sealer(pairing);
+    this.machine.go("connecting");
+    const attempt = (this.attempt = {});
+    const current = () => this.attempt === attempt && this.state === "connecting";
+    loadRelay().then(
+      (wk) => current() && this.login(wk, pairing),
+      (error) => {
+        if (!current()) return;
+        this.disconnect();
+        this.cb.onProblem(`The relay code could not be loaded (${error.message}); it is tried again on the next connect.`);
+      },
+    );
+  }
+
+  /**
+   * @param {any} wk the relay library
+   * @param {any} pairing
+   */
+  login(wk, pairing) {
+    this.wk = wk;
+    this.sealer = new Sealer(pairing, wk);
     contentType = pairing.content_type || DEFAULT_CONTENT_TYPE;
-    const sdk = WKSDK.shared();
+    const sdk = wk.WKSDK.shared();
     if (!this.sdk) {
-      sdk.register(contentType, () => new LineUpContent());
-      sdk.connectManager.addConnectStatusListener((status, reason) => this.status(status, reason));
-      sdk.chatManager.addMessageListener((message) => this.received(message));
+      sdk.register(contentType, () => new wk.LineUpContent());
+      sdk.connectManager.addConnectStatusListener(
+        (/** @type {number} */ status, /** @type {number} */ reason) => this.status(status, reason),
+      );
+      sdk.chatManager.addMessageListener((/** @type {any} */ message) => this.received(message));
       this.sdk = sdk;
     }
     Object.assign(sdk.config, { addr: pairing.ws, uid: pairing.uid, token: pairing.token });
-    this.active = true;
-    this.cb.onState("connecting");
     sdk.connectManager.connect();
   }
 
   /** Log out for good (the direct path is back, or the user disconnected). */
   disconnect() {
-    const was = this.active;
-    this.active = false;
-    this.ready = false;
+    this.attempt = null;
     if (this.sdk) this.sdk.connectManager.disconnect();
-    if (was) this.cb.onState("offline");
+    this.machine.go("stopped");
   }
 
-  /** Send `payload` as a `kind` envelope, sealed; queued until the agent has welcomed us. Returns its id. */
-  send(kind, payload) {
-    const envelope = makeEnvelope(kind, payload);
-    const text = JSON.stringify(envelope);
-    if (this.ready) this.post(text);
+  /**
+   * Send one envelope (JSON text), sealed; queued until the agent has welcomed us.
+   * @param {string} text
+   */
+  send(text) {
+    if (this.state === "ready") this.post(text);
     else this.outbox.push(text);
-    return envelope.id;
   }
 
+  /** @param {string} text */
   post(text) {
+    const { Channel, ChannelTypePerson, LineUpContent } = this.wk;
     const content = new LineUpContent({ e2e: this.sealer.seal(text) });
     this.sdk.chatManager.send(content, new Channel(this.pairing.agent, ChannelTypePerson));
   }
 
+  /**
+   * @param {number} status
+   * @param {number} reason
+   */
   status(status, reason) {
-    if (!this.active) return;
+    if (this.state === "stopped") return;
+    const { ConnectStatus } = this.wk;
     if (status === ConnectStatus.Connected) {
       this.failedLogins = 0;
-      const hello = {
-        device_id: deviceId(),
-        app_version: APP_VERSION,
-        protocol_version: PROTOCOL_VERSION,
-        name: "LineUp web App (relay)",
-        open_calls: this.cb.openCalls(),
-        ...this.cb.resume?.(), // where the history resumes: last_seq, history_id
-      };
-      this.post(JSON.stringify(makeEnvelope("device.hello", hello)));
+      this.post(JSON.stringify(this.cb.hello({ name: "LineUp web App (relay)" })));
     } else if (status === ConnectStatus.ConnectFail || status === ConnectStatus.ConnectKick) {
       this.disconnect();
       const what = status === ConnectStatus.ConnectKick ? "logged this App out" : "refused this App's login";
@@ -110,9 +192,8 @@ export class RelayConnection {
         `The relay server ${what} (code ${reason}): the pairing may have been revoked. Pair again on the LAN.`,
       );
     } else {
-      if (!this.ready) this.failedLogins += 1;
-      this.ready = false;
-      this.cb.onState("reconnecting");
+      if (this.state !== "ready") this.failedLogins += 1;
+      this.machine.go("reconnecting");
       if (this.failedLogins === FAILED_LOGINS_TOLD) {
         this.cb.onProblem(
           "The relay server has not let this App log in several times in a row: it may be unreachable, " +
@@ -122,9 +203,10 @@ export class RelayConnection {
     }
   }
 
+  /** @param {any} message */
   received(message) {
-    if (!this.active || !message.messageID || message.fromUID !== this.pairing.agent) return;
-    const data = message.content instanceof LineUpContent ? message.content.data : null;
+    if (this.state === "stopped" || !message.messageID || message.fromUID !== this.pairing.agent) return;
+    const data = message.content instanceof this.wk.LineUpContent ? message.content.data : null;
     if (!data) return; // other content (e.g. text the agent posts for stock IM clients)
     if (data.refused) {
       this.disconnect();
@@ -150,8 +232,7 @@ export class RelayConnection {
   }
 
   welcome() {
-    this.ready = true;
-    this.cb.onState("connected");
+    this.machine.go("ready");
     for (const text of this.outbox.splice(0)) this.post(text);
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // The status view: the agent's metering (GET /api/stats) per tool and status, and per device:
 // calls, answer time p50/p95, error rate — what `lineup stats` prints, for the App's user.
 

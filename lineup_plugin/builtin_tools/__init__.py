@@ -8,12 +8,26 @@ that does not satisfy it is refused to the App (``invalid_result``) and never re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from ..tools.registry import Register
+
+
+def complete_choice(arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A ``choice`` answer in the seed documents' shape, ``{"selected": "…"}`` without ``index``, with
+    the index of that option filled in; any other answer as it is."""
+    options, selected = arguments.get("options"), result.get("selected")
+    if "index" in result or not isinstance(selected, str) or not isinstance(options, list) or selected not in options:
+        return result
+    return {**result, "index": options.index(selected)}
+
+
+#: how answers of a built-in tool are completed before they are checked (answers in the seeds' shapes)
+COMPLETERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {"choice": complete_choice}
 
 
 def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -57,7 +71,9 @@ CONFIRM: dict[str, Any] = {
     "version": "1.0",
     "description": (
         "Ask the user to approve or reject something before you do it. "
-        "Status 'completed' with {approved: true} means approved; 'rejected' means the user said no."
+        "Status 'completed' with {approved: true} means approved; 'rejected' means the user said no. "
+        "With 'choices' the user picks one of them instead (e.g. allow once, for this session, always, "
+        "deny): the result names it in 'choice', and 'approved' is that choice's 'approves'."
     ),
     "inputSchema": _obj(
         {
@@ -68,10 +84,29 @@ CONFIRM: dict[str, Any] = {
                 "enum": ["display_only", "user_confirmation", "system_permission", "restricted"],
                 "description": "how risky the action is; shown to the user",
             },
+            "choices": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 6,
+                "description": "optional answers to offer instead of Approve and Reject, in this order",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "value": {"type": "string", "minLength": 1, "maxLength": 32},
+                        "label": {"type": "string", "minLength": 1, "maxLength": 60},
+                        "approves": {"type": "boolean"},
+                    },
+                    "required": ["value", "label", "approves"],
+                    "additionalProperties": False,
+                },
+            },
         },
         ["message"],
     ),
-    "outputSchema": _obj({"approved": {"type": "boolean"}}, ["approved"]),
+    "outputSchema": _obj(
+        {"approved": {"type": "boolean"}, "choice": {"type": "string", "minLength": 1, "maxLength": 32}},
+        ["approved"],
+    ),
     "risk": "user_confirmation",
 }
 

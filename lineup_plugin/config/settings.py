@@ -10,20 +10,22 @@ naming the setting.
 from __future__ import annotations
 
 import pprint
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
+from ..push.services import PUSH_SERVICES
 from .check import default_data_dir, given_settings
 
 
 class WuKongIMSettings(BaseModel):
-    """How the relay joins a WuKongIM server (see the README's relay section)."""
+    """How the relay joins a WuKongIM server (the docs' *Away from home* page)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -34,8 +36,8 @@ class WuKongIMSettings(BaseModel):
     manager_token: str | None = Field(default=None, repr=False, description="to set the agent's token via /user/token")
     app_uid: str = Field(description="the App user's uid; only this user may talk to the agent")
     content_type: int = Field(default=9527, ge=1, le=2**31 - 1, description="custom content type of LineUp envelopes")
-    protocol_version: int = Field(default=4, ge=2, le=5)
-    device_flag: int = Field(default=2, ge=0, le=2)
+    protocol_version: int = Field(default=4, ge=2, le=5, description="the WuKongIM client protocol version spoken")
+    device_flag: int = Field(default=2, ge=0, le=2, description="the agent's WuKongIM device flag: 0 app, 1 web, 2 pc")
     e2e: bool = Field(default=True, description="seal envelopes end to end for paired App devices (see lineup pair)")
     app_ws_url: str | None = Field(
         default=None, description="the WebSocket address paired Apps log in to (default: ws_url, else GET /route)"
@@ -46,6 +48,11 @@ class WuKongIMSettings(BaseModel):
         "always or never",
     )
 
+
+#: the VAPID contact when ``push_contact`` is not set: the package's page. Apple's push service refuses
+#: a contact at ``localhost``; set your own ``mailto:`` so a push service can reach you
+DEFAULT_PUSH_CONTACT = "https://pypi.org/project/lineup-plugin/"
+PUSH_CONTACT = re.compile(r"^(mailto:[^@\s]+@[^@\s]+\.[^@\s]+|https://[^/\s]+\.[^/\s]+(/\S*)?)$")
 
 #: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
 DEFAULT_FILE_TYPES = (
@@ -68,44 +75,118 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    mode: Literal["direct", "relay", "auto", "both"] = "auto"
-    host: str = "0.0.0.0"
-    port: int = Field(default=9527, ge=0, le=65535)
-    token: str | None = Field(default=None, repr=False, min_length=16)
-    allowed_origins: list[str] = Field(default_factory=list)
-    allowed_hosts: list[str] = Field(default_factory=list)
-    data_dir: Path = Field(default_factory=default_data_dir)
-    store: Literal["sqlite", "memory"] = "sqlite"
-    store_path: Path | None = None
-    fsync: Literal["full", "normal", "off"] = "normal"
-    deadline: float = Field(default=600.0, gt=0)
+    mode: Literal["direct", "relay", "auto", "both"] = Field(
+        default="auto",
+        description="direct (the App server on host:port), relay (WuKongIM), both at once, or auto: relay when "
+        "a wukongim section is present, else direct",
+    )
+    host: str = Field(default="0.0.0.0", description="the address the App server listens on (0.0.0.0: every interface)")
+    port: int = Field(default=9527, ge=0, le=65535, description="the App server's port (0 picks a free one)")
+    token: str | None = Field(
+        default=None,
+        repr=False,
+        min_length=16,
+        description="the token the App must send; unset: generated on first start and kept in <data_dir>/token",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="other web origins whose pages may open the App's WebSocket"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="host names besides this machine's that requests may name (DNS rebinding)"
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="where the token, the call store, pairings and files are kept",
+    )
+    store: Literal["sqlite", "memory"] = Field(
+        default="sqlite", description="sqlite keeps calls across restarts; memory keeps nothing"
+    )
+    store_path: Path | None = Field(default=None, description="the SQLite file (default <data_dir>/lineup.sqlite3)")
+    fsync: Literal["full", "normal", "off"] = Field(
+        default="normal",
+        description="normal survives a crash of the agent, full also a power loss, off leaves flushing to the OS",
+    )
+    deadline: float = Field(default=600.0, gt=0, description="seconds a card waits for an answer before it expires")
     deadlines: dict[str, float] = Field(
         # the schema states what _positive_deadlines checks (lineup_plugin.config.check reads it)
         default_factory=dict,
         json_schema_extra={"additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
+        description="per tool name, seconds its cards wait (overrides deadline)",
     )
-    #: seconds a call made just after this process started serving waits for an App to connect
-    #: before it ends ``no_app``; None: 120 on an interactive terminal, else 0
-    app_grace: float | None = Field(default=None, ge=0)
-    #: seconds a process that takes over serving keeps the calls left open by the one before it,
-    #: for the processes that forwarded them to claim them again (then they end ``cancelled``)
-    handover_grace: float = Field(default=15.0, ge=0)
-    max_frame_bytes: int = Field(default=1_048_576, ge=1024)
-    max_queue: int = Field(default=256, ge=1)
-    max_connections: int = Field(default=64, ge=1)
-    heartbeat: float = Field(default=20.0, gt=0)
-    agent_id: str = "lineup-agent"
-    #: history kept for the App (reload, another device): at most this many entries (0: no history)...
-    history_limit: int = Field(default=HISTORY_LIMIT, ge=0, le=10_000_000)
-    #: ...and none older than this many seconds (None: no age limit)
-    history_max_age: float | None = Field(default=HISTORY_MAX_AGE, gt=0)
-    #: the largest file the App may send (bytes)
-    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
-    #: the media types the App may send (``type/*`` admits a whole type)
-    file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
-    #: days a file sent either way is kept in ``<data_dir>/media``
-    media_retention_days: float = Field(default=30.0, gt=0)
-    wukongim: WuKongIMSettings | None = None
+    app_grace: float | None = Field(
+        default=None,
+        ge=0,
+        description="seconds a call made just after this process started serving waits for an App to connect "
+        "before it ends no_app; unset: 120 on an interactive terminal, else 0",
+    )
+    handover_grace: float = Field(
+        default=15.0,
+        ge=0,
+        description="seconds a process that takes over serving keeps the calls the one before it left open, for "
+        "the processes that forwarded them to claim them again (then they end cancelled)",
+    )
+    max_frame_bytes: int = Field(
+        default=1_048_576, ge=1024, description="the largest message an App may send once its token is accepted"
+    )
+    max_queue: int = Field(
+        default=256, ge=1, description="messages waiting for one App; an App that stops reading is closed past it"
+    )
+    max_connections: int = Field(default=64, ge=1, description="Apps connected at once")
+    heartbeat: float = Field(default=20.0, gt=0, description="seconds between pings to each App")
+    agent_id: str = Field(default="lineup-agent", description="the agent's id in the envelopes it sends")
+    history_limit: int = Field(
+        default=HISTORY_LIMIT,
+        ge=0,
+        le=10_000_000,
+        description="history entries kept for the App (reload, another device); 0 turns the history off",
+    )
+    history_max_age: float | None = Field(
+        default=HISTORY_MAX_AGE, gt=0, description="seconds a history entry is kept; null: no age limit"
+    )
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, description="the largest file the App may send")
+    file_types: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FILE_TYPES),
+        description="the media types the App may send (type/* admits a whole type)",
+    )
+    media_retention_days: float = Field(
+        default=30.0, gt=0, description="days a file sent either way is kept in <data_dir>/media"
+    )
+    wukongim: WuKongIMSettings | None = Field(
+        default=None, description="how the relay joins a WuKongIM server (relay and both modes)"
+    )
+    push: bool = Field(
+        default=True, description="Web Push to the Apps that subscribed when a card waits (see Push notifications)"
+    )
+    push_preview: bool = Field(
+        default=True, description='a push names the tool and its question; false: it says only "A card is waiting"'
+    )
+    push_contact: str = Field(
+        default=DEFAULT_PUSH_CONTACT,
+        description="the contact a push service may reach you at (the VAPID sub): mailto:you@example.org or an "
+        "https:// address; Apple refuses one at localhost",
+    )
+    push_services: list[str] = Field(
+        default_factory=lambda: list(PUSH_SERVICES),
+        description="the push services an App's subscription may name (a host, or a domain whose hosts are all "
+        "taken); add your own push service here",
+    )
+    tls_cert: Path | None = Field(
+        default=None, description="HTTPS and wss:// on the direct server: a PEM certificate (chain) file"
+    )
+    tls_key: Path | None = Field(default=None, description="the key file of tls_cert")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: set both (a certificate and its key) or neither")
+        return self
+
+    @field_validator("push_contact")
+    @classmethod
+    def _contact(cls, value: str) -> str:
+        if not PUSH_CONTACT.match(value):
+            raise ValueError(f"expected mailto:you@example.org or an https:// address, not {value[:80]!r}")
+        return value
 
     @field_validator("deadlines")
     @classmethod
@@ -172,11 +253,14 @@ def validated_settings(data: Mapping[str, Any]) -> Settings:
 def settings_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`Settings` that :mod:`lineup_plugin.config.check` checks settings with.
 
-    The nested ``wukongim`` model is left to the model itself (the schema admits only null there).
+    The nested ``wukongim`` model, the form of ``push_contact`` and the pairing of ``tls_cert`` with
+    ``tls_key`` are left to the model itself (the schema admits only their defaults).
     """
     schema = Settings.model_json_schema()
     schema.pop("$defs", None)
-    schema["properties"]["wukongim"] = {"default": None, "type": "null"}
+    for name in ("wukongim", "tls_cert", "tls_key"):
+        schema["properties"][name] = {"default": None, "type": "null"}
+    schema["properties"]["push_contact"] = {"default": DEFAULT_PUSH_CONTACT, "enum": [DEFAULT_PUSH_CONTACT]}
     return schema
 
 

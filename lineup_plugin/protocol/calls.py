@@ -74,6 +74,9 @@ class Call:
     forwarded: bool = False
     #: the call's id, unique within its conversation (the request's; read on every step of the call)
     call_id: str = field(init=False, repr=False)
+    #: the device (or surface) whose answer ended the call, and how people call it; None when nobody answered
+    answered_by: str | None = None
+    answered_name: str | None = None
 
     def __post_init__(self) -> None:
         self.call_id = self.request.call_id

@@ -28,6 +28,12 @@ BAD_HELLO = 4400
 Verifier = Callable[[DeviceHello], "str | None"]
 
 
+#: the longest device name kept (a hello may say more; the rest is cut)
+MAX_NAME = 120
+#: how many device names are kept (the devices that attached most recently)
+MAX_NAMES = 1024
+
+
 @dataclass
 class LinkState:
     """One open link: how it is named, how its hello is checked, the device once attached."""
@@ -66,6 +72,8 @@ class Devices(Generic[L]):
         self._targets: dict[str | None, Actor] = {}
         #: how many attached links set a size limit (none: no call can be too long for a link)
         self._limited = 0
+        #: how people call each device that attached (its hello's ``name``), most recent last
+        self._names: dict[str, str] = {}
         self._stamp: tuple[float, str] = (float("nan"), "")
 
     # ---------------------------------------------------------------------------- reading
@@ -82,10 +90,6 @@ class Devices(Generic[L]):
     def __bool__(self) -> bool:
         return bool(self._attached)
 
-    def others(self, link: L | None) -> bool:
-        """Whether a device is attached on a link other than ``link``."""
-        return len(self._attached) > (link in self._attached)
-
     def state(self, link: L) -> LinkState | None:
         """The state of ``link`` if it is open."""
         return self._links.get(link)
@@ -100,6 +104,10 @@ class Devices(Generic[L]):
         state = self._links.get(link)
         return state.device_id if state is not None else None
 
+    def name_of(self, device_id: str | None) -> str | None:
+        """How people call ``device_id`` (the name its last hello gave), or None."""
+        return self._names.get(device_id) if device_id is not None else None
+
     def conversation(self, conversation_id: str | None) -> str:
         """A conversation id fit for an envelope: the session's when none, cut to 200 characters."""
         return conversation_id[:200] if conversation_id else self.conversation_id
@@ -113,13 +121,19 @@ class Devices(Generic[L]):
         state = self._links[link] = LinkState(name=name, verify=verify, max_text=max_text)
         return state
 
-    def attach(self, link: L, device_id: str) -> None:
-        """``link`` belongs to ``device_id`` from now on (audited, the runtime is told)."""
+    def attach(self, link: L, device_id: str, name: str | None = None) -> None:
+        """``link`` belongs to ``device_id`` from now on (audited, the runtime is told); ``name``: how
+        people call the device (its hello's), shown on the cards it answers."""
         state = self._links[link]
         state.device_id = device_id
         if link not in self._attached and state.max_text is not None:
             self._limited += 1
         self._attached[link] = device_id
+        if name:
+            self._names.pop(device_id, None)
+            self._names[device_id] = " ".join(name.split())[:MAX_NAME]
+            while len(self._names) > MAX_NAMES:
+                del self._names[next(iter(self._names))]
         self.out.audit("device.attach", device_id=device_id)
 
     def _forget(self, link: L) -> LinkState | None:

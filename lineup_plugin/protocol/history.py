@@ -32,6 +32,9 @@ HISTORY_LIMIT = 10_000
 HISTORY_MAX_AGE = 30 * 86_400.0
 #: the most characters of entries one ``history`` message carries when its link sets no limit
 CHUNK_CHARS = 256_000
+#: the most characters of entries the first page of a newest-first catch-up carries (a phone on a
+#: slow network shows it, and the calls waiting after it, before the older pages arrive)
+FIRST_PAGE_CHARS = 64_000
 #: what an envelope around a ``history`` payload adds, at most (ids, actors, timestamp, the other fields)
 ENVELOPE_CHARS = 1_500
 
@@ -105,6 +108,21 @@ class SaveConversation(NamedTuple):
         return ConversationInfo.model_construct(
             conversation_id=self.conversation_id, title=self.title, last_seq=self.last_seq, updated_at=updated
         )
+
+
+def newest_page_first(entries: list[HistoryEntry], first_chars: int, max_chars: int) -> list[list[HistoryEntry]]:
+    """``entries`` (oldest first) as pages newest first: the newest that fit in ``first_chars``, then
+    the older ones in pages of at most ``max_chars``, each page oldest first within itself."""
+    budget = max(1, min(first_chars, max_chars) - ENVELOPE_CHARS)
+    start, size = len(entries), 0
+    while start > 0:
+        length = len(entries[start - 1].model_dump_json(exclude_none=True)) + 1
+        if start < len(entries) and size + length > budget:
+            break
+        start -= 1
+        size += length
+    older = list(chunks(entries[:start], max_chars))
+    return [entries[start:], *reversed(older)]
 
 
 def chunks(entries: Iterable[HistoryEntry], max_chars: int) -> Iterator[list[HistoryEntry]]:

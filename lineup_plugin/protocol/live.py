@@ -1,9 +1,14 @@
 """The calls part of a session: a call's life from start to end, its repeats, expiry, recovery and hand-over.
 
-- **Lifecycle**: a call goes to every attached device; the first terminal answer wins
-  (:meth:`LiveCalls.finish`), the other devices get ``tool.cancel`` ("answered on another
-  device"); a call ends ``expired`` at its deadline (:meth:`LiveCalls.tick`) and ``cancelled``
-  when either side cancels.
+- **Lifecycle**: a call goes to every attached device that can handle it
+  (:meth:`LiveCalls.for_device`: a tool an App declared and no renderer draws goes to the devices
+  that declared it, while one of them is attached); the first terminal answer wins
+  (:meth:`LiveCalls.finish`), and every device — the one whose answer won too — gets
+  ``tool.cancel`` with the verdict (:func:`outcome_of`: the result the agent got and the device
+  that gave it), which its card shows; a call ends ``expired`` at its deadline
+  (:meth:`LiveCalls.tick`) and ``cancelled`` when either side cancels. An ``unsupported`` answer
+  settles a call only when no other attached device that can handle it is left to answer
+  (:meth:`LiveCalls.unsupported`).
 - **Repeats**: a call id is never run twice: starting a known id gives back the known call.
 - **Recovery and hand-over**: :meth:`LiveCalls.recover` closes the calls a previous process
   left pending, or keeps forwarded ones live a while for their callers to claim
@@ -15,12 +20,13 @@ Every time is the session's clock; what the store knows of a call is handed in b
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Any, Generic
 
 from .calls import Call, CallState, format_timestamp
 from .devices import Devices
-from .messages import CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
-from .outputs import L, Outbox
+from .messages import CallOutcome, CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
+from .outputs import CardShown, CardWaiting, L, Outbox
 from .timeline import Timeline
 
 ANSWERED_ELSEWHERE = "answered on another device"
@@ -38,14 +44,30 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
     )
 
 
+#: how people call an answering surface that is no device (its name on the other devices' cards)
+SURFACE_NAMES = {"mcp-host": "the MCP host's card"}
+
+
 def unknown_call(call_id: str) -> str:
-    """Why an answer to a call nobody knows was not applied."""
-    return f"unknown call {call_id!r}; the answer was not applied"
+    """Why an answer to a call nobody knows was not applied (said to people: no call id in it)."""
+    return "the agent does not know this call (any more); the answer was not applied"
 
 
 def call_closed(call: Call) -> str:
-    """Why an answer to a call that ended was not applied."""
-    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
+    """Why an answer to a call that ended was not applied (said to people: no call id in it)."""
+    return f"this call already ended as {call.state}; this answer was not applied"
+
+
+def outcome_of(call: Call) -> CallOutcome | None:
+    """The verdict on ended ``call``: what the agent got and whose answer it was; None while it is live."""
+    if call.result is None:
+        return None
+    return CallOutcome.model_construct(
+        status=call.result.status,
+        result=call.result.result,
+        device_id=call.answered_by,
+        device_name=call.answered_name,
+    )
 
 
 def closed_reason(call: Call | None) -> str:
@@ -59,15 +81,29 @@ def closed_reason(call: Call | None) -> str:
 class LiveCalls(Generic[L]):
     """The live calls of a session and how each ends (see the module docstring)."""
 
-    def __init__(self, out: Outbox[L], devices: Devices[L], timeline: Timeline[L]) -> None:
+    def __init__(
+        self,
+        out: Outbox[L],
+        devices: Devices[L],
+        timeline: Timeline[L],
+        *,
+        handled_by: Callable[[str], frozenset[str] | None] | None = None,
+    ) -> None:
         self.out = out
         self.devices = devices
         self.timeline = timeline
+        #: which devices can handle a tool when only some can (the catalog's ``handled_by``)
+        self._handled_by = handled_by or (lambda name: None)
         self._live: dict[str, Call] = {}
+        #: the devices that answered ``unsupported`` to a live call that others may still answer
+        self._unsupported: dict[str, set[str]] = {}
         self._deadlines: list[tuple[float, str]] = []
         #: recovered calls nobody has claimed yet, and until when they wait for a claim
         self._unclaimed: dict[str, float] = {}
         self._recovered = False
+        #: whether a device that is not attached can be told of a call (it subscribed to Web Push):
+        #: then a call waits for it instead of failing ``no_app`` (the driver keeps this up to date)
+        self.reachable_offline = False
 
     # ---------------------------------------------------------------------------- reading
 
@@ -108,7 +144,8 @@ class LiveCalls(Generic[L]):
 
         ``known``: the call with this id as the store holds it (read by the driver): a known id
         is not started again (a recovered call waiting for its claim is claimed) and its call
-        is returned as it stands. With no device attached the call ends ``failed`` (``no_app``).
+        is returned as it stands. With no device attached the call ends ``failed`` (``no_app``),
+        unless a device can be told of it while away (:attr:`reachable_offline`).
         """
         known = known or self.lookup(request.call_id)
         if known is not None:
@@ -116,7 +153,7 @@ class LiveCalls(Generic[L]):
             return known
         now = self.out.clock()
         conversation_id = self.devices.conversation(conversation_id)
-        if not self.devices:
+        if not self.devices and not self.reachable_offline:
             call = Call(request=request, conversation_id=conversation_id, created_at=now, forwarded=forwarded)
             return self._fail_at_once(call, NO_APP, "no_app")
         expires_at = now + max(0.0, wait)
@@ -140,8 +177,26 @@ class LiveCalls(Generic[L]):
         entry = self.timeline.record("call", conversation_id, call_id=call.call_id, call=request)
         seq = entry.seq if entry is not None else None
         for link, device_id in self.devices.items():
-            self.deliver(call, link, device_id, seq)
+            if self.for_device(call, device_id):
+                self.deliver(call, link, device_id, seq)
+        self.out.event(CardWaiting(call))
         return call
+
+    def for_device(self, call: Call, device_id: str) -> bool:
+        """Whether ``call`` goes to device ``device_id``: when every App renders its tool, or the
+        device declared it, or none of the devices that declared it is attached (someone must
+        answer, if only ``unsupported``)."""
+        handlers = self._handled_by(call.request.name)
+        if handlers is None or device_id in handlers:
+            return True
+        return not any(other in handlers for _, other in self.devices.items())
+
+    def unsupported(self, call: Call, device_id: str) -> bool:
+        """Device ``device_id`` answered live ``call`` ``unsupported``: whether that settles it —
+        only when no other attached device that can handle it is left to answer."""
+        said = self._unsupported.setdefault(call.call_id, set())
+        said.add(device_id)
+        return not any(other not in said and self.for_device(call, other) for _, other in self.devices.items())
 
     def _fail_at_once(self, call: Call, message: str, error: str) -> Call:
         call.end("failed", message, now=self.out.clock(), error=error)
@@ -182,15 +237,20 @@ class LiveCalls(Generic[L]):
             self.out.audit("duplicate.result", call_id=call.call_id)
             return False
         del self._live[call.call_id]
-        self.out.save(call)
+        self._unsupported.pop(call.call_id, None)
         by_device = (self.devices.device_id(by) if by is not None else None) or surface
+        if by_device is not None:
+            call.answered_by = by_device
+            call.answered_name = self.devices.name_of(by_device) if by is not None else SURFACE_NAMES.get(by_device)
+        self.out.save(call)
         self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self.out.ended(call)
-        seq = self.timeline.record_end(call, by_device)
-        if self.devices.others(by):  # the other devices are told (a message made only when one is there)
-            answered = by is not None or surface is not None
-            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
-            self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id, skip=by)
+        seq = self.timeline.record_end(call)
+        answered = by is not None or surface is not None
+        notice = ToolCancel(
+            call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason, outcome=outcome_of(call)
+        )
+        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
         return True
 
     def end(
@@ -213,6 +273,8 @@ class LiveCalls(Generic[L]):
         if item is not None and item.advance(CallState(ack.stage), now=self.out.clock()):
             self.out.save(item)
             self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
+        if item is not None and ack.stage == "waiting_user":  # every device that shows it, not only the first
+            self.out.event(CardShown(ack.call_id, device_id))
 
     def abandon(self, call: Call, message: str) -> None:
         """The store could not write the last changes of ``call``, and nothing of them was sent: end it ``failed``.
@@ -234,9 +296,10 @@ class LiveCalls(Generic[L]):
         call.history.append((CallState.FAILED, now))
         self.out.save(call)
         self.out.audit("call.failed", call_id=call.call_id, detail="store_failed")
+        call.answered_by = call.answered_name = None
         self.out.ended(call)
-        seq = self.timeline.record_end(call, None)
-        notice = ToolCancel(call_id=call.call_id, reason=message)
+        seq = self.timeline.record_end(call)
+        notice = ToolCancel(call_id=call.call_id, reason=message, outcome=outcome_of(call))
         self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
 
     def tick(self) -> int:
@@ -269,6 +332,7 @@ class LiveCalls(Generic[L]):
         Returns the call, or None when it is not live.
         """
         self._unclaimed.pop(call_id, None)
+        self._unsupported.pop(call_id, None)
         return self._live.pop(call_id, None)
 
     def recover(self, pending: list[Call], *, reclaim: float = 0.0) -> list[Call]:
@@ -300,6 +364,6 @@ class LiveCalls(Generic[L]):
                 call.end("cancelled", RESTARTED, now=now)
             self.out.save(call)
             self.out.audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
-            self.timeline.record_end(call, None)
+            self.timeline.record_end(call)
             closed.append(call)
         return closed

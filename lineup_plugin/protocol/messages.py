@@ -21,6 +21,7 @@ kind               direction        purpose
 ``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
 ``history``        agent → App      numbered past events a device missed; the conversations
+``push.subscribe`` App → agent      the device's Web Push subscription (or none: stop pushing to it)
 =================  ===============  =====================================================
 
 An envelope from the agent may carry ``seq``: the number of the history entry it is the live
@@ -93,7 +94,10 @@ class DeviceHello(WireModel):
     ``last_seq`` asks for the history: the entries after it (0: everything kept) come in
     ``history`` messages right after ``device.welcome``. ``history_id`` names the history the
     device's ``last_seq`` counts in (from an earlier ``history``); when it is not the agent's,
-    or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``.
+    or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``. With
+    ``newest_first`` the catch-up comes newest page first (at most
+    :data:`~lineup_plugin.protocol.history.FIRST_PAGE_CHARS`), before the live calls, and the
+    older pages after them, marked ``older`` (see :class:`History`).
     """
 
     device_id: Identifier | None = None
@@ -104,15 +108,21 @@ class DeviceHello(WireModel):
     open_calls: list[Identifier] = Field(default_factory=list, max_length=MAX_OPEN_CALLS)
     last_seq: Seq | None = None
     history_id: Identifier | None = None
+    newest_first: bool = False
 
 
 class DeviceWelcome(WireModel):
-    """The agent accepted the device; ``pending`` calls follow as ``tool.call`` messages."""
+    """The agent accepted the device; ``pending`` calls follow as ``tool.call`` messages.
+
+    ``push_key``: the agent's VAPID public key (base64url) when it sends Web Push; an App that
+    may notify subscribes with it (``applicationServerKey``) and answers ``push.subscribe``.
+    """
 
     device_id: Identifier
     agent: Actor
     protocol_version: int = PROTOCOL_VERSION
     pending: int = 0
+    push_key: str | None = Field(default=None, max_length=200)
 
 
 class ToolList(WireModel):
@@ -169,11 +179,28 @@ class ToolResult(WireModel):
     result: dict[str, Any] = Field(default_factory=dict)
 
 
+class CallOutcome(WireModel):
+    """How a call ended, as the session decided it: the ``status`` and ``result`` the agent got, and
+    the device whose answer that was (``device_id``, and ``device_name`` as people call it, from
+    its ``device.hello``), or neither when nobody answered (expired, cancelled, failed)."""
+
+    status: CallStatus
+    result: dict[str, Any] = Field(default_factory=dict)
+    device_id: str | None = Field(default=None, max_length=256)
+    device_name: str | None = Field(default=None, max_length=120)
+
+
 class ToolCancel(WireModel):
-    """Withdraws a call; ``reason`` is shown to the user (e.g. "answered on another device")."""
+    """A call ended, or was withdrawn; ``reason`` is shown to the user (e.g. "answered on another device").
+
+    ``outcome`` is the session's verdict, sent to every device when a call ends — the one whose
+    answer won too — and to a device that asks about a call that ended (its hello's
+    ``open_calls``, an answer that came too late): a card shows it instead of its own guess.
+    """
 
     call_id: Identifier
     reason: str | None = None
+    outcome: CallOutcome | None = None
 
 
 class AgentStatus(WireModel):
@@ -273,6 +300,31 @@ class Error(WireModel):
     upload_id: str | None = None
 
 
+class PushKeys(WireModel):
+    """The browser's keys of a push subscription (base64url): its P-256 public key and auth secret."""
+
+    p256dh: str = Field(max_length=200)
+    auth: str = Field(max_length=100)
+
+
+class WebPushSubscription(WireModel):
+    """A browser's push subscription, as ``PushSubscription.toJSON()`` writes it."""
+
+    endpoint: str = Field(min_length=1, max_length=2048)
+    expirationTime: float | None = None
+    keys: PushKeys
+
+
+class PushSubscribe(WireModel):
+    """The device's Web Push subscription, sent after every welcome while it may notify; none: stop.
+
+    The agent pushes each waiting card the device does not show to it, sealed for its keys (see
+    docs/push.md), and answers an ``error`` ``push_refused`` saying why when it cannot take it.
+    """
+
+    subscription: WebPushSubscription | None = None
+
+
 HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "conversation"]
 
 
@@ -284,7 +336,8 @@ class HistoryEntry(WireModel):
     ``text`` and ``attachments`` as message ``message_id``; ``interrupted`` when it was cut short),
     ``call`` (the ``call`` the agent made), ``call.end`` (its terminal ``result``; ``device_id``
     answered it, none when it ended otherwise), ``status`` (the agent's ``status``),
-    ``conversation`` (the conversation is called ``title``).
+    ``conversation`` (the conversation is called ``title``). ``device_name`` is how people call
+    ``device_id`` (from its ``device.hello``).
     """
 
     seq: Seq
@@ -292,6 +345,7 @@ class HistoryEntry(WireModel):
     conversation_id: Identifier
     event: HistoryEvent
     device_id: str | None = None
+    device_name: str | None = None
     ref: str | None = None
     text: str | None = None
     message_id: str | None = None
@@ -318,7 +372,8 @@ class History(WireModel):
     ``history_id`` names this agent's history (a device keeps it with its ``last_seq``); ``head``
     is the newest seq; ``reset``: the device's ``last_seq`` does not count in this history, so it
     drops what it shows first; ``more``: the next ``history`` message continues this one. The
-    first message of a catch-up lists the ``conversations`` kept.
+    first message of a catch-up lists the ``conversations`` kept. ``older``: these entries come
+    before every entry sent so far (a catch-up its hello asked ``newest_first``): shown above them.
     """
 
     history_id: Identifier
@@ -327,6 +382,7 @@ class History(WireModel):
     conversations: list[ConversationInfo] | None = None
     reset: bool = False
     more: bool = False
+    older: bool = False
 
 
 Payload = (
@@ -346,6 +402,7 @@ Payload = (
     | FileStored
     | Error
     | History
+    | PushSubscribe
 )
 
 #: payload model by kind
@@ -366,6 +423,7 @@ KINDS: dict[str, type[WireModel]] = {
     "file.stored": FileStored,
     "error": Error,
     "history": History,
+    "push.subscribe": PushSubscribe,
 }
 KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}
 

@@ -85,3 +85,11 @@ class Catalog(Protocol):
 
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         """None when a completed ``result`` of tool ``name`` satisfies its outputSchema, else what is wrong."""
+
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """A completed ``result`` of tool ``name`` (called with ``arguments``) with what an answer in the
+        seed documents' shape leaves out filled in; ``result`` itself when nothing is missing."""
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        """The devices that can handle a call of ``name`` when only some can: those that declared it
+        (a tool an App declared, which no renderer draws); None when every App renders it."""

@@ -61,6 +61,7 @@ from .live import (
     call_closed,
     closed_reason,
     failure,
+    outcome_of,
     unknown_call,
 )
 from .messages import (
@@ -75,6 +76,7 @@ from .messages import (
     FileBegin,
     FileChunk,
     Payload,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -83,6 +85,7 @@ from .messages import (
     ToolResult,
 )
 from .outputs import (
+    APP_SOURCE,
     Applied,
     AppToolCall,
     Audit,
@@ -95,6 +98,7 @@ from .outputs import (
     FileReceived,
     L,
     Outbox,
+    PushSubscribed,
     RegistryChange,
     SaveCall,
     SeenEnvelope,
@@ -172,12 +176,14 @@ class Session(Generic[L]):
         self.devices: Devices[L] = Devices(self.out, agent_id=agent_id, conversation_id=conversation_id)
         kept = kept if kept is not None else Kept(history_id=codec.new_id("history"))
         self.history: Timeline[L] = Timeline(self.out, self.devices, retention=retention, kept=kept)
-        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history)
+        self.calls: LiveCalls[L] = LiveCalls(self.out, self.devices, self.history, handled_by=catalog.handled_by)
         #: the agent's replies being streamed
         self.replies = Replies()
         self.agent = self.devices.agent
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
+        #: the agent's Web Push key, told in every welcome (None: the agent sends no push)
+        self.push_key: str | None = None
         self._recorded_status: tuple[str, AgentState, str | None] | None = None
 
     def take(self) -> Batch[L]:
@@ -214,7 +220,7 @@ class Session(Generic[L]):
         """The connection ended. Its calls stay live until answered elsewhere or expired."""
         device_id = self.devices.detach(link)
         if device_id is not None:  # its last link: the tools it declared go
-            self.out.batch.registry.append(WithdrawTools(f"app:{device_id}"))
+            self.out.batch.registry.append(WithdrawTools(f"{APP_SOURCE}{device_id}"))
 
     def decode(self, link: L, data: str | bytes | Any, *, parsed: bool = False) -> Envelope | None:
         """The envelope in ``data`` that arrived on ``link`` (``parsed``: a JSON value a transport has
@@ -300,6 +306,9 @@ class Session(Generic[L]):
         elif isinstance(payload, AgentStop):
             self.out.audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self.out.event(StopRequested(device_id, payload.reason))
+        elif isinstance(payload, PushSubscribe):
+            wanted = payload.subscription.model_dump() if payload.subscription is not None else None
+            self.out.event(PushSubscribed(link, device_id, wanted))
         elif isinstance(payload, DeviceHello):
             if state.verify is None:  # a vouched link re-syncs on each hello
                 self._attach(link, device_id, payload, known)
@@ -323,19 +332,26 @@ class Session(Generic[L]):
         self._attach(link, payload.device_id or message.sender.id, payload, known)
 
     def _attach(self, link: L, device_id: str, hello: DeviceHello | None, known: Known) -> None:
-        self.devices.attach(link, device_id)
-        live = self.calls.all()
-        self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
+        self.devices.attach(link, device_id, hello.name if hello is not None else None)
+        live, key = self.calls.all(), self.push_key
+        self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live), push_key=key))
         for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
             if self.calls.live(call_id) is None:
                 ended = self.calls.lookup(call_id) or known.calls.get(call_id)
-                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended)))
+                outcome = outcome_of(ended) if ended is not None else None
+                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended), outcome=outcome))
+        older = None
         if hello is not None and hello.last_seq is not None:
-            self.history.catch_up(link, hello.last_seq, hello.history_id, known.history)
+            older = self.history.catch_up(
+                link, hello.last_seq, hello.history_id, known.history, newest_first=hello.newest_first
+            )
         self.send_tool_list(link)
         self.reply(link, self.status)
         for item in live:
-            self.calls.deliver(item, link, device_id)
+            if self.calls.for_device(item, device_id):
+                self.calls.deliver(item, link, device_id)
+        if older is not None:  # a newest-first catch-up: the older pages after the waiting cards
+            older()
         self.out.event(DevicesChanged(device_id, attached=True))
 
     # ------------------------------------------------------------------------ from the App
@@ -344,6 +360,11 @@ class Session(Generic[L]):
         problem = self._answer(result, device_id, known, by=link)
         if problem is not None:
             code, message = problem
+            if code == "call_closed":  # the verdict first: the device's card shows how the call ended
+                ended = self.calls.lookup(result.call_id) or known
+                if ended is not None:
+                    notice = ToolCancel(call_id=result.call_id, reason=closed_reason(ended), outcome=outcome_of(ended))
+                    self.reply(link, notice)
             self.reply(link, Error(code=code, message=message, ref=ref, call_id=result.call_id))
 
     def _answer(
@@ -355,20 +376,23 @@ class Session(Generic[L]):
             ended = self.calls.lookup(result.call_id) or known
             if ended is None:
                 return "unknown_call", unknown_call(result.call_id)
-            if (
-                surface is None
-                and ended.result is not None
-                and (ended.result.status, ended.result.result)
-                == (
-                    result.status,
-                    result.result,
-                )
-            ):
-                return None  # the same answer again: already applied
+            if surface is None and ended.result is not None and ended.result.status == result.status:
+                given = self.catalog.complete_result(ended.request.name, ended.request.arguments, result.result)
+                if ended.result.result == given:
+                    return None  # the same answer again (in the seeds' shape too): already applied
             if surface is None:
                 self.out.audit("result.refused", call_id=result.call_id, device_id=device_id, detail=str(ended.state))
             return "call_closed", call_closed(ended)
+        if result.status == "unsupported" and by is not None and not self.calls.unsupported(item, device_id):
+            self.out.audit(
+                "result.unsupported", call_id=result.call_id, device_id=device_id, detail="others may answer"
+            )
+            return None  # another attached device can handle it: the call waits for its answer
         if result.status == "completed":
+            request = item.request
+            filled = self.catalog.complete_result(request.name, request.arguments, result.result)
+            if filled is not result.result:  # an answer in the seeds' shape (a choice without its index)
+                result = result.model_copy(update={"result": filled})
             problem = self.catalog.check_result(item.request.name, item.request.action, result.result)
             if problem is not None:  # the call stays live: the App may answer again
                 problem = bounded(problem)  # it may quote the App's value
@@ -389,7 +413,7 @@ class Session(Generic[L]):
 
     def _on_tool_list(self, link: L, device_id: str, listing: ToolList) -> None:
         self.out.batch.registry.append(
-            DeclareTools(link, device_id, f"app:{device_id}", tuple(listing.tools), bool(listing.request))
+            DeclareTools(link, device_id, f"{APP_SOURCE}{device_id}", tuple(listing.tools), bool(listing.request))
         )
 
     def registry_applied(self, change: RegistryChange, outcome: Applied) -> None:

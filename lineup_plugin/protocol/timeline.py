@@ -9,12 +9,12 @@ the entries a catching-up device missed are read by the driver before the batch
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic
 
 from .calls import Call
 from .devices import Devices
-from .history import CHUNK_CHARS, Record, Retention, SaveConversation, chunks
+from .history import CHUNK_CHARS, FIRST_PAGE_CHARS, Record, Retention, SaveConversation, chunks, newest_page_first
 from .messages import Attachment, ConversationInfo, History, HistoryEntry, HistoryEvent
 from .outputs import Batch, L, Outbox
 from .reads import HistoryQuery, Kept
@@ -88,10 +88,15 @@ class Timeline(Generic[L]):
                 del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
         return record
 
-    def record_end(self, call: Call, device_id: str | None) -> int | None:
-        """Keep how ``call`` ended (and who answered it) in the history; the entry's seq."""
+    def record_end(self, call: Call) -> int | None:
+        """Keep how ``call`` ended (and who answered it, :attr:`Call.answered_by`) in the history; the entry's seq."""
+        fields = {"device_id": call.answered_by, "device_name": call.answered_name}
         entry = self.record(
-            "call.end", call.conversation_id, call_id=call.call_id, result=call.result, device_id=device_id
+            "call.end",
+            call.conversation_id,
+            call_id=call.call_id,
+            result=call.result,
+            **{key: value for key, value in fields.items() if value is not None},
         )
         return entry.seq if entry is not None else None
 
@@ -112,9 +117,22 @@ class Timeline(Generic[L]):
             return None
         return HistoryQuery(after, self.retention.oldest_at(self.out.clock()), self.retention.limit)
 
-    def catch_up(self, link: L, last_seq: int, history_id: str | None, stored: Sequence[HistoryEntry]) -> None:
+    def catch_up(
+        self,
+        link: L,
+        last_seq: int,
+        history_id: str | None,
+        stored: Sequence[HistoryEntry],
+        *,
+        newest_first: bool = False,
+    ) -> Callable[[], None]:
         """Send the device on ``link`` the entries after ``last_seq``: ``stored`` (what the store read for
-        :meth:`query`) and those of this batch, in as many ``history`` messages as its link needs."""
+        :meth:`query`) and those of this batch, in as many ``history`` messages as its link needs.
+
+        ``newest_first``: only the newest page (:data:`FIRST_PAGE_CHARS`) goes now; the returned
+        function sends the older pages, newest first, each marked ``older`` (the session calls it
+        once the live calls are delivered). Otherwise everything goes now, oldest first, and the
+        function does nothing."""
         head = self.head
         reset = self._reset(last_seq, history_id)
         entries = list(stored)
@@ -122,18 +140,33 @@ class Timeline(Generic[L]):
         if query is not None:
             newest = entries[-1].seq if entries else query.after
             entries += [r.entry() for r in self._pending() if r.seq > newest]  # in this batch: not committed
-        groups = list(chunks(entries, self.devices.max_text(link) or CHUNK_CHARS)) or [[]]
-        for index, group in enumerate(groups):
-            first = index == 0
-            message = History.model_construct(
+        limit = self.devices.max_text(link) or CHUNK_CHARS
+        if newest_first:
+            groups = [group for group in newest_page_first(entries, FIRST_PAGE_CHARS, limit) if group] or [[]]
+        else:
+            groups = list(chunks(entries, limit)) or [[]]
+        messages = [
+            History.model_construct(
                 history_id=self.history_id,
                 head=head,
                 entries=group,
-                conversations=self.conversations() if first else None,
-                reset=reset and first,
+                conversations=self.conversations() if index == 0 else None,
+                reset=reset and index == 0,
                 more=index < len(groups) - 1,
+                older=newest_first and index > 0,
             )
-            self.devices.reply(link, message)
+            for index, group in enumerate(groups)
+        ]
+        self.devices.reply(link, messages[0])
+
+        def rest() -> None:
+            for message in messages[1:]:
+                self.devices.reply(link, message)
+
+        if not newest_first:
+            rest()
+            return lambda: None
+        return rest
 
     def name(self, conversation_id: str, title: str) -> None:
         """Title a conversation (cut to 200 characters); every device is told. The same title again changes nothing."""

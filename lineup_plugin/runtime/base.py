@@ -182,6 +182,9 @@ class AgentRuntime(ABC):
         """
         return None
 
+    def call_started(self, call_id: str) -> None:  # noqa: B027 - optional: most runtimes need not know
+        """The tool call running on this thread is LineUp call ``call_id`` (said before any App is sent it)."""
+
     def tools_changed(self) -> None:  # noqa: B027 - optional: most runtimes read their tool list per run
         """The tools registered with :meth:`register_tool` changed: refresh what the runtime cached of them."""
 
@@ -213,6 +216,11 @@ class ToolBridge:
         """The tools currently registered with the runtime."""
         with self._lock:
             return list(self._schemas)
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The function schema of each tool currently registered with the runtime, by name."""
+        with self._lock:
+            return dict(self._schemas)
 
     def sync(self, *, force: bool = False) -> tuple[list[str], list[str]]:
         """Register new or changed tools (all of them with ``force``), unregister gone ones.

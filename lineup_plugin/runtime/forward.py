@@ -44,6 +44,7 @@ from typing import Any
 
 from ..errors import HandedOverError, LineUpError, ProtocolError
 from ..ports import Link
+from ..private import private_dir
 from ..protocol.forward import (
     FORWARDER,
     MAX_LINE,
@@ -98,11 +99,9 @@ def socket_path(data_dir: Path) -> Path:
 
 def _private_dir(path: Path) -> None:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+    if hasattr(os, "getuid") and path.stat().st_uid != os.getuid():
         raise LineUpError(f"lineup: {path} belongs to another user; refusing to put the forwarding socket there")
-    if info.st_mode & 0o077:
-        path.chmod(0o700)
+    private_dir(path)
 
 
 def _write_token(path: Path, token: str) -> None:

@@ -414,6 +414,7 @@ class LineUpService:
         from .forward import OwnerUnreachable, platform_supported
 
         call_id = codec.new_id("call")
+        self.runtime.call_started(call_id)
         origin = self.origin()
         policy = HandOver(time.monotonic, ends=time.monotonic() + deadline, patience=FORWARD_PATIENCE)
         while True:

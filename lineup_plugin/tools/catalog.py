@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..builtin_tools import COMPLETERS
 from ..errors import ToolError
-from ..protocol.outputs import Applied, RegistryChange, WithdrawTools
+from ..protocol.outputs import APP_SOURCE, Applied, RegistryChange, WithdrawTools
 from ..protocol.tools import ToolDefinition
 from .registry import Registry
+
+#: the registry source of the built-in tools (their plugin's name)
+BUILTIN_SOURCE = "lineup_plugin.builtin_tools"
 
 
 class RegistryCatalog:
@@ -29,6 +33,21 @@ class RegistryCatalog:
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         """None when a completed ``result`` of tool ``name`` satisfies its outputSchema, else what is wrong."""
         return self.registry.check_result(name, action, result)
+
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """A completed ``result`` of a built-in tool with what the seeds' shape of it leaves out filled in
+        (a ``choice`` answered ``{"selected": …}`` gets its ``index``); any other result as it is."""
+        tool = self.registry.get(name)
+        complete = COMPLETERS.get(name) if tool is not None and tool.source == BUILTIN_SOURCE else None
+        return complete(arguments, result) if complete is not None else result
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        """The device that declared ``name`` (source ``app:<device_id>``) when no plugin renderer draws
+        it, else None: every App renders it."""
+        tool = self.registry.get(name)
+        if tool is None or not tool.source.startswith(APP_SOURCE) or self.registry.renderers.for_tool(name) is not None:
+            return None
+        return frozenset({tool.source[len(APP_SOURCE) :]})
 
     def apply(self, change: RegistryChange) -> Applied:
         """Apply one registry change of the session core; what it did (all or nothing when refused)."""

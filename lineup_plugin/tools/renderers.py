@@ -4,7 +4,7 @@ A renderer is one ES module file. It is read once, when the plugins are collecte
 memory with its SHA-256 digest: the direct server serves it at ``/renderers/<digest>.js`` (only
 the files registered here can be reached that way, so no request path ever names a file on disk)
 and tells an authenticated App which tool each serves (:meth:`Renderers.manifest`). What the
-module must export, what it receives and how it answers is the App's side: see the README's
+module must export, what it receives and how it answers is the App's side: see docs/plugins.md,
 *Renderers for plugin tools*.
 """
 

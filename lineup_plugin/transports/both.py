@@ -1,7 +1,7 @@
 """Direct and relay at once: the App server on :9527 and the WuKongIM relay serve one hub.
 
 A paired App talks to the agent directly when it reaches :9527 and through WuKongIM when it does
-not (see the README's "Use it away from home"). Both transports attach their links to the same
+not (see docs/away-from-home.md). Both transports attach their links to the same
 hub, so the session core's rules (redelivery on hello, first answer wins, dedupe by call id) hold
 across a switch: no card is lost or shown twice. The direct server also answers ``GET /api/pair``
 (:meth:`Relay.pair <lineup_plugin.transports.wukongim.relay.Relay.pair>`).

@@ -7,7 +7,8 @@
 - :func:`running_gateway`: a real Hermes ``GatewayRunner`` on its own thread and event loop,
   as in ``hermes gateway``; the ``lineup`` platform adapter connects and serves the App.
 - :func:`hermes_chat`: the real ``hermes chat -q`` command in a fresh process, on the same
-  scripted LLM, in a ``HERMES_HOME`` of its own (:func:`cli_home`).
+  scripted LLM, in a ``HERMES_HOME`` of its own (:func:`cli_home`);
+- :func:`ask_then_answer`: the scripted model of a ``hermes`` process that asks one choice.
 
 Only the LLM is fake. The App is :class:`tests.wsapp.WsApp`, a real WebSocket client.
 """
@@ -30,9 +31,11 @@ from typing import Any
 
 import anyio
 
-from tests.fakes.llm import CONTEXT_LENGTH, MODEL, ScriptedLLM
+from tests.fakes.llm import CONTEXT_LENGTH, MODEL, ScriptedLLM, Turn, call, last_user_text, say, tool_messages
 
 TOKEN = "hermes-e2e-token-0123456789"
+#: the options of the choice :func:`ask_then_answer` asks
+COLOURS = ["red", "blue", "green"]
 
 CONFIG = """\
 model:
@@ -80,6 +83,18 @@ def within(seconds: float) -> Callable[[Callable[..., Awaitable[None]]], Callabl
         return run
 
     return bounded
+
+
+def ask_then_answer(body: dict[str, Any]) -> Turn:
+    """A scripted model for ``hermes`` processes: ask the user with a choice named after the prompt,
+    then say what the card's result was (so each process's own answer can be checked in its output)."""
+    prompt = last_user_text(body)
+    results = tool_messages(body)
+    if not results:
+        return call("choice", question=f"{prompt}?", options=COLOURS)
+    answer = results[-1]["json"] or {}
+    picked = answer.get("result", {}).get("selected") if answer.get("status") == "completed" else answer.get("status")
+    return say(f"{prompt}: {picked}")
 
 
 def offline_caches(home: Path) -> None:
@@ -253,6 +268,20 @@ def cli_home(hermes: Hermes, home: Path, port: int) -> Path:
     (home / "config.yaml").write_text(config.replace("port: 0", f"port: {port}"), encoding="utf-8")
     offline_caches(home)
     return home
+
+
+@contextmanager
+def background(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``command`` running in the background with ``env``, its output captured; killed at the end if still running."""
+    with subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as running:
+        try:
+            yield running
+        finally:
+            if running.poll() is None:
+                running.kill()
+            running.communicate(timeout=30)
 
 
 def hermes_chat(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import pytest
 from playwright.async_api import Locator, Page, expect
@@ -74,7 +76,7 @@ async def test_choice_click_delivers_the_selection_to_the_agent(agent: Agent, op
     await page.get_by_role("button", name="staging").click()
     result = await call
     assert (result.status, result.result) == ("completed", {"selected": "staging", "index": 1})
-    await expect(page.locator("article.card")).to_contain_text("You chose: staging")
+    await expect(page.locator("article.card .card-outcome")).to_have_text("Chose: staging on this device")
     await expect(page.get_by_role("button", name="production")).to_be_disabled()
 
 
@@ -185,14 +187,16 @@ async def test_unknown_app_tool_is_answered_unsupported(agent: Agent, open_app: 
     await expect(page.locator('article.card[data-tool="barcode_scan"]')).to_contain_text("cannot show")
 
 
-async def test_second_device_sees_its_card_dismissed_when_the_first_answers(agent: Agent, open_app: OpenApp) -> None:
+async def test_second_device_sees_the_answer_that_won_and_where_when_the_first_answers(
+    agent: Agent, open_app: OpenApp
+) -> None:
     first, second = await open_app(), await open_app()
     call = agent.call("choice", DEPLOY)
     call_id = await wait_for_card(second, "choice")
     await first.get_by_role("button", name="test").click()
     assert (await call).result == {"selected": "test", "index": 0}
-    await expect(card(second, call_id)).to_contain_text("answered on another device")
-    await expect(card(second, call_id)).to_have_attribute("data-state", "dismissed")
+    await expect(card(second, call_id).locator(".card-outcome")).to_have_text("Chose: test on Linux PC (Chrome)")
+    await expect(card(second, call_id)).to_have_class(re.compile(r"\bdismissed\b"))
     await expect(second.get_by_role("button", name="staging")).to_be_disabled()
 
 
@@ -200,7 +204,7 @@ async def test_expired_call_greys_its_card_with_the_reason(agent: Agent, open_ap
     page = await open_app()
     result = await agent.call("choice", DEPLOY, deadline=0.2)
     assert result.status == "expired"
-    await expect(page.locator("article.card")).to_contain_text("expired")
+    await expect(page.locator("article.card .card-outcome")).to_have_text("Expired: no answer before the deadline")
     await expect(page.get_by_role("button", name="test")).to_be_disabled()
 
 
@@ -293,8 +297,9 @@ async def test_card_of_a_call_that_ended_while_offline_is_closed_on_reconnect(ag
     await agent.hub.cancel(call_id, "the agent was interrupted")
     assert (await call).status == "cancelled"
     await agent.restart_server()
-    await expect(card(page, call_id)).to_contain_text("this call already ended (cancelled)", timeout=15_000)
-    await expect(card(page, call_id)).to_have_attribute("data-state", "dismissed")
+    outcome = card(page, call_id).locator(".card-outcome")
+    await expect(outcome).to_have_text("Cancelled: the agent was interrupted", timeout=15_000)
+    await expect(card(page, call_id)).to_have_attribute("data-state", "cancelled")
 
 
 async def test_app_works_where_crypto_random_uuid_is_missing(agent: Agent, open_app: OpenApp) -> None:

@@ -118,6 +118,17 @@ async def start_streaming(
     return app, first
 
 
+def two_deletions(hermes: Hermes, tmp_path: Path, reply: str) -> tuple[Path, Path]:
+    """Two new folders; the model deletes one, then the other (each asks approval), then says ``reply``."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    hermes.llm.reset(
+        call("terminal", command=f"rm -rf {first}"), call("terminal", command=f"rm -rf {second}"), say(reply)
+    )
+    return first, second
+
+
 async def next_text(app: WsApp, text: str) -> None:
     """Read ``text`` messages until one says ``text``."""
     while True:
@@ -417,6 +428,7 @@ class TestGateway:
         users = [m for m in first["messages"] if m.get("role") == "user"]
         assert len(users) == 1  # a new Hermes session: nothing of the App's main chat is in it
         assert last_user_text(first).startswith("deploy from the second chat")
+
     async def test_a_reply_streams_to_the_app_as_the_model_writes_it_then_settles_as_one_text(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
@@ -508,7 +520,7 @@ class TestGateway:
             await app.send(Text(text="clean up"))
             card = await app.next_call()
             assert card.name == "confirm" and card.arguments["details"] == command
-            await app.answer(card, approved=False)
+            await app.answer(card, "rejected", approved=False, choice="deny")
             await next_text(app, "I did not delete it.")
         finally:
             await app.close()
@@ -516,6 +528,85 @@ class TestGateway:
         denied = tool_messages(hermes.llm.requests[-1])[-1]
         assert denied["name"] == "terminal" and denied["json"]["status"] == "blocked"
         assert "denied by user" in denied["json"]["error"]
+
+    @bounded
+    @pytest.mark.parametrize(("choice", "asks_again"), [("once", True), ("session", False)])
+    async def test_an_approval_offers_hermes_choices_and_the_one_picked_is_hermes_answer(
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path, choice: str, asks_again: bool
+    ) -> None:
+        first, second = two_deletions(hermes, tmp_path, "Cleaned.")
+        app = await WsApp.connect(gateway.server)
+        conversation = f"app-approval-{choice}"  # a Hermes session of its own: its approvals stay in it
+        try:
+            await app.send(Text(text="clean up"), conversation_id=conversation)
+            card = await app.next_call()
+            assert card.name == "confirm" and card.arguments["details"] == f"rm -rf {first}"
+            assert [c["value"] for c in card.arguments["choices"]] == ["once", "session", "always", "deny"]
+            assert [c["label"] for c in card.arguments["choices"]] == [
+                "Allow once",
+                "Allow for this session",
+                "Always allow",
+                "Deny",
+            ]
+            await app.answer(card, approved=True, choice=choice)
+            if asks_again:  # once: the same kind of command in the same session is asked again
+                again = await app.next_call()
+                assert again.arguments["details"] == f"rm -rf {second}"
+                await app.answer(again, "rejected", approved=False, choice="deny")
+            await next_text(app, "Cleaned.")
+        finally:
+            await app.close()
+        statuses = [m["json"].get("status") for m in tool_messages(hermes.llm.requests[-1]) if m["name"] == "terminal"]
+        assert not first.exists()  # the approved command ran
+        assert second.exists() is asks_again  # denied the second time, or approved for the session
+        assert statuses[-1] == ("blocked" if asks_again else statuses[0])
+
+    @bounded
+    async def test_always_allowing_a_command_is_kept_by_hermes_for_every_session(
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path
+    ) -> None:
+        from tools import approval
+
+        files = [tmp_path / "a", tmp_path / "b"]
+        for file in files:
+            file.write_text("x")
+            file.chmod(0o600)
+        hermes.llm.reset(call("terminal", command=f"chmod 777 {files[0]}"), say("Opened a."))
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="open up a"), conversation_id="app-always-1")
+            card = await app.next_call()
+            await app.answer(card, approved=True, choice="always")
+            await next_text(app, "Opened a.")
+            kept = set(approval._permanent_approved)
+            assert any("writable" in key for key in kept), kept  # Hermes' permanent allowlist has it
+            # another session: Hermes runs the same kind of command without asking
+            hermes.llm.reset(call("terminal", command=f"chmod 777 {files[1]}"), say("Opened b."))
+            await app.send(Text(text="open up b"), conversation_id="app-always-2")
+            await next_text(app, "Opened b.")
+        finally:
+            await app.close()
+            with approval._lock:  # leave no permanent approval to the tests that follow
+                approval._permanent_approved.clear()
+            approval.save_permanent_allowlist(set())
+        assert [f.stat().st_mode & 0o777 for f in files] == [0o777, 0o777]
+
+    @bounded
+    async def test_an_app_that_answers_only_approve_is_hermes_once_and_a_choice_not_offered_is_not_taken(
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path
+    ) -> None:
+        first, second = two_deletions(hermes, tmp_path, "Done.")
+        app = await WsApp.connect(gateway.server)
+        try:
+            await app.send(Text(text="clean up"), conversation_id="app-approval-plain")
+            card = await app.next_call()
+            await app.answer(card, approved=True)  # an App without the choices: Approve
+            again = await app.next_call()  # once, so the second is asked
+            await app.answer(again, approved=True, choice="forever")  # not offered: read as once
+            await next_text(app, "Done.")
+        finally:
+            await app.close()
+        assert not first.exists() and not second.exists()
 
     @bounded
     async def test_stop_button_stops_the_run_and_closes_the_card(self, hermes: Hermes, gateway: Gateway) -> None:

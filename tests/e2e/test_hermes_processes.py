@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,11 +29,11 @@ from typing import Any
 import anyio
 import pytest
 
-from lineup_plugin.protocol.messages import ToolCall, ToolCancel
-from tests.fakes.llm import ScriptedLLM, Turn, call, last_user_text, say, tool_messages
+from lineup_plugin.protocol.messages import AgentStop, Text, ToolCall, ToolCancel
+from tests.fakes.llm import ScriptedLLM
 from tests.wsapp import WsApp
 
-from .hermes_harness import TOKEN, cli_home, within
+from .hermes_harness import COLOURS, TOKEN, ask_then_answer, background, cli_home, within
 
 pytestmark = [
     pytest.mark.hermes,
@@ -43,22 +43,9 @@ pytestmark = [
 HERMES = str(Path(sys.executable).with_name("hermes"))
 #: the longest any one test may wait before it fails (instead of hanging)
 WAIT = 120.0
-COLOURS = ["red", "blue", "green"]
 
 
 bounded = within(WAIT)
-
-
-def ask_then_answer(body: dict[str, Any]) -> Turn:
-    """The scripted model of every process: ask the user with a choice named after the prompt, then
-    say what the card's result was (so each process's own answer can be checked in its output)."""
-    prompt = last_user_text(body)
-    results = tool_messages(body)
-    if not results:
-        return call("choice", question=f"{prompt}?", options=COLOURS)
-    answer = results[-1]["json"] or {}
-    picked = answer.get("result", {}).get("selected") if answer.get("status") == "completed" else answer.get("status")
-    return say(f"{prompt}: {picked}")
 
 
 @pytest.fixture(scope="module")
@@ -86,23 +73,9 @@ def environ(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def process(*command: str, home: Path, **extra: str) -> Iterator[subprocess.Popen[str]]:
+def process(*command: str, home: Path, **extra: str) -> AbstractContextManager[subprocess.Popen[str]]:
     """``hermes <command>`` running in the background in ``home``; killed at the end if still running."""
-    with subprocess.Popen(
-        [HERMES, *command],
-        env=environ(home, **extra),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as running:
-        try:
-            yield running
-        finally:
-            if running.poll() is None:
-                running.kill()
-            running.communicate(timeout=30)
+    return background([HERMES, *command], environ(home, **extra))
 
 
 def chat(prompt: str, home: Path) -> Any:
@@ -242,3 +215,27 @@ async def test_the_interactive_cli_asks_through_the_gateway_and_ctrl_c_withdraws
         finally:
             await anyio.to_thread.run_sync(terminal.close)
         await app.close()
+
+
+@bounded
+async def test_the_apps_stop_interrupts_a_one_shot_chat_asking_through_the_gateway(
+    home: tuple[Path, int], llm: ScriptedLLM
+) -> None:
+    # the card is withdrawn, the chat's model is not asked again, and the App is not told "No active task"
+    path, port = home
+    with process("gateway", "run", home=path):
+        app = await app_on(port)
+        with chat("stop me", path) as asking:
+            (card,) = await cards(app, 1)
+            asked = len(llm.requests)
+            await app.send(AgentStop())
+            said: list[str] = []  # what the App is told until the card closes (the stop is taken in first)
+            while not isinstance(payload := (await app.recv()).payload, ToolCancel):
+                if isinstance(payload, Text):
+                    said.append(payload.text)
+            assert payload.call_id == card.call_id
+            out, _ = await anyio.to_thread.run_sync(functools.partial(asking.communicate, timeout=WAIT))
+        await app.close()
+    assert len(llm.requests) == asked, "the chat's model was asked again after the stop"
+    assert "stop me: cancelled" not in out, out
+    assert not any("No active task" in text for text in said), said

@@ -132,7 +132,8 @@ async def test_two_paired_devices_on_relay_first_answer_wins_and_the_other_is_to
         await wait_for_card(phone, "choice")
         await phone.get_by_role("button", name="staging").click()
         assert (await call).result == {"selected": "staging", "index": 1}
-        await expect(card(laptop, call_id)).to_contain_text("answered on another device")
+        await expect(card(laptop, call_id).locator(".card-outcome")).to_have_text("Chose: staging on Linux PC (Chrome)")
+        await expect(card(phone, call_id).locator(".card-outcome")).to_have_text("Chose: staging on this device")
         state = agent.pairings.state
         assert state is not None and len(state.devices) == 2
         # each device got its own copy, sealed for it alone
@@ -263,8 +264,8 @@ async def test_cards_sent_while_offline_arrive_and_ended_ones_close(agent: Relay
     await agent.im.wait_until(lambda: len(agent.im.messages_from("lineup-agent")) > sent)  # stored, not delivered
     agent.im.close_before_connack = 0  # back online
     await expect(page.locator("#link")).to_have_text("Connected", timeout=20_000)
-    await expect(card(page, first_id)).to_contain_text("cancelled")
-    await expect(card(page, first_id)).to_have_attribute("data-state", "dismissed")
+    await expect(card(page, first_id).locator(".card-outcome")).to_contain_text("Cancelled")
+    await expect(card(page, first_id)).to_have_attribute("data-state", "cancelled")
     await page.get_by_role("button", name="Approve").click()
     assert (await second).result == {"approved": True}
 

@@ -89,15 +89,15 @@ def stdio_client(lineup: Lineup, *, mode: str = "legacy", **options: Any) -> Cli
 
 
 @asynccontextmanager
-async def http_server(lineup: Lineup) -> AsyncIterator[str]:
-    """``lineup mcp --http 127.0.0.1:0`` as a child; yields its MCP URL once it listens."""
+async def http_server(lineup: Lineup, address: str = "127.0.0.1:0") -> AsyncIterator[str]:
+    """``lineup mcp --http <address>`` as a child; yields its MCP URL once it listens."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "lineup_plugin.cli",
         "mcp",
         "--http",
-        "127.0.0.1:0",
+        address,
         env=lineup.env,
         cwd=str(ROOT),
         stdin=asyncio.subprocess.DEVNULL,

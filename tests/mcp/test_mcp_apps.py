@@ -129,7 +129,7 @@ async def test_the_pages_tools_answer_only_calls_shown_in_the_host(lineup: Lineu
         call = shown.structured_content["call"]
         assert call["call_id"] == phone.call_id and call["arguments"] == CHOICE and call["name"] == "choice"
         for status, result, why in [
-            ("completed", {"selected": "staging"}, "index"),  # breaks the outputSchema
+            ("completed", {"index": 0}, "selected"),  # breaks the outputSchema
             ("completed", {"selected": "staging", "index": 0, "deep": DEEP}, "nested deeper than 32 levels"),
             ("expired", {}, "an answer is a status"),
         ]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from mcp import Client
 
@@ -68,3 +69,34 @@ async def test_a_2026_client_hears_of_a_declared_tool_on_its_listen_stream(lineu
         version = client.session.protocol_version
     assert version == "2026-07-28"
     assert type(event).__name__ == "ToolsListChanged" and "torch" in after
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
+
+
+@pytest.mark.parametrize("address", ["127.0.0.2", "127.0.0.1"])
+async def test_a_dns_rebinding_host_or_a_foreign_origin_is_refused_on_every_loopback_address(
+    lineup: Lineup, address: str
+) -> None:
+    # the MCP SDK checks Host and Origin only on 127.0.0.1, localhost and ::1: a page that rebound
+    # its own name to 127.0.0.2 could ask the phone and read the answer
+    lineup.env["LINEUP_ALLOWED_HOSTS"] = "lineup.home.arpa"
+    async with http_server(lineup, f"{address}:0") as url:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with httpx.AsyncClient() as http:
+            rebound = {**headers, "Host": f"rebind.evil:{port}", "Origin": f"http://rebind.evil:{port}"}
+            refused = await http.post(url, json=INITIALIZE, headers=rebound)
+            assert refused.status_code == 421 and "rebind.evil" in refused.text
+            foreign = {**headers, "Origin": "http://evil.example"}
+            refused = await http.post(url, json=INITIALIZE, headers=foreign)
+            assert refused.status_code == 403 and "evil.example" in refused.text
+            named = {**headers, "Host": f"lineup.home.arpa:{port}", "Origin": f"http://lineup.home.arpa:{port}"}
+            assert (await http.post(url, json=INITIALIZE, headers=named)).status_code == 200  # allowed_hosts
+        async with Client(url, mode="legacy") as client:  # a local client is served
+            assert "choice" in {tool.name for tool in (await client.list_tools()).tools}

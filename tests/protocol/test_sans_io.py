@@ -68,6 +68,12 @@ class Catalog:
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         return None
 
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return result
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        return None
+
 
 def session(clock: Clock) -> Session[str]:
     return Session(catalog=Catalog(), clock=clock, kept=Kept(history_id="h1", head=0))
@@ -161,8 +167,9 @@ def test_what_the_store_knows_is_handed_in_with_the_envelope() -> None:
     late = from_app("phone", ToolResult(call_id="old", status="completed", result={"selected": "b"}), "r2")
     assert core.wants("phone", late) == Wants("r2", ("old",))
     core.receive("phone", late, Known(seen=False, calls={"old": ended}))
-    [error] = wire(core.take().messages)
+    verdict, error = wire(core.take().messages)
     assert error["payload"]["code"] == "call_closed"  # known only through what was handed in
+    assert verdict["payload"]["outcome"] == {"status": "completed", "result": {"message": "done"}}
 
     again = from_app("phone", Text(text="hi"), "seen-before")
     core.receive("phone", again, Known(seen=True))
@@ -208,6 +215,8 @@ def test_protocol_core_and_session_import_no_io_library_in_a_fresh_interpreter()
         "    def agent_tools(self): return []\n"
         "    def runs_in_process(self, name): return False\n"
         "    def check_result(self, name, action, result): return None\n"
+        "    def handled_by(self, name): return None\n"
+        "    def complete_result(self, name, arguments, result): return result\n"
         "core = session.Session(catalog=Catalog(), clock=lambda: 1000.0, kept=Kept('h'))\n"
         "core.open('phone', name='phone', device_id='phone')\n"
         "core.start_call(p.ToolCall(call_id='c1', name='choice'), wait=60)\n"

@@ -19,12 +19,14 @@ from lineup_plugin.protocol.history import DEFAULT_RETENTION, Retention
 from lineup_plugin.protocol.messages import (
     Actor,
     AgentStop,
+    CallOutcome,
     DeviceHello,
     DeviceWelcome,
     Envelope,
     Error,
     History,
     Payload,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -32,6 +34,7 @@ from lineup_plugin.protocol.messages import (
     ToolList,
     ToolResult,
 )
+from lineup_plugin.protocol.outputs import PushSubscribed
 from lineup_plugin.protocol.reads import Kept, Known, Wants
 from lineup_plugin.protocol.session import (
     ANSWERED_ELSEWHERE,
@@ -155,6 +158,15 @@ class FakeCatalog:
 
     def check_result(self, name: str, action: str | None, result: dict[str, Any]) -> str | None:
         return None  # outputSchemas are the registry's: see tests/test_tool_hardening.py
+
+    def complete_result(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return result
+
+    def handled_by(self, name: str) -> frozenset[str] | None:
+        owners = [
+            source.removeprefix("app:") for source, tools in self.declared.items() if any(t.name == name for t in tools)
+        ]
+        return frozenset(owners) if owners else None
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -616,7 +628,7 @@ def test_different_late_answer_is_refused_call_closed() -> None:
 # -------------------------------------------------------------------------- first answer wins
 
 
-def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another_device() -> None:
+def test_first_answer_wins_and_every_device_is_told_the_verdict_with_the_device_that_gave_it() -> None:
     rig = Rig()
     rig.connect("phone")
     rig.connect("laptop")
@@ -629,7 +641,8 @@ def test_first_answer_wins_and_only_the_other_device_is_told_answered_on_another
     assert (ended.call_id, ended.state) == ("c1", CallState.COMPLETED)
     assert ended.result is not None and ended.result.result == {"selected": "a"}
     assert [(c.call_id, c.reason) for c in cancels(batch, "laptop")] == [("c1", ANSWERED_ELSEWHERE)]
-    assert sent(batch, "phone") == []
+    verdict = CallOutcome(status="completed", result={"selected": "a"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "laptop")] == [c.outcome for c in cancels(batch, "phone")] == [verdict]
 
 
 def test_second_answer_from_the_other_device_is_refused_call_closed() -> None:
@@ -673,8 +686,9 @@ def test_an_answer_from_another_surface_after_a_device_answered_is_refused_sayin
 
     refused = rig.session.answer_from("mcp-host", result("c1", "b"))
 
-    assert refused == "call 'c1' already ended as completed; this answer was not applied"
-    assert rig.session.answer_from("mcp-host", result("nope")) == "unknown call 'nope'; the answer was not applied"
+    assert refused == "this call already ended as completed; this answer was not applied"  # no call id
+    unknown = "the agent does not know this call (any more); the answer was not applied"
+    assert rig.session.answer_from("mcp-host", result("nope")) == unknown
     batch = rig.drain()
     assert batch.ended == [] and sent(batch, "phone") == []
     assert rig.records.calls["c1"].result is not None and rig.records.calls["c1"].result.result == {"selected": "a"}
@@ -729,7 +743,8 @@ def test_app_cancel_ends_the_call_cancelled_with_the_apps_reason_and_tells_the_o
     assert ended.state is CallState.CANCELLED
     assert ended.result is not None and ended.result.result == {"message": "not now"}
     assert [c.call_id for c in cancels(batch, "laptop")] == ["c1"]
-    assert sent(batch, "phone") == []  # the cancelling device needs no notice
+    verdict = CallOutcome(status="cancelled", result={"message": "not now"}, device_id="phone")
+    assert [c.outcome for c in cancels(batch, "phone")] == [verdict]  # its card shows how the call ended too
     assert rig.records.calls["c1"].state is CallState.CANCELLED
 
 
@@ -1046,3 +1061,57 @@ def test_app_tool_list_declares_tools_and_detaching_the_devices_last_link_withdr
     assert ToolsChanged() in batch.events
     assert DevicesChanged("phone", attached=False) in batch.events
     assert "app:phone" not in rig.catalog.declared
+
+
+TORCH = ToolDefinition.model_validate(
+    {"name": "torch", "type": "action", "inputSchema": {"type": "object", "properties": {"on": {"type": "boolean"}}}}
+)
+
+
+def test_an_app_declared_tool_goes_only_to_its_device_and_a_late_unsupported_elsewhere_does_not_settle_it() -> None:
+    rig = Rig()
+    rig.connect("torch-phone")
+    rig.connect("laptop")  # the reference App: it renders no torch
+    rig.send("torch-phone", ToolList(tools=[TORCH]))
+    call, batch = rig.start("t1", name="torch")
+    assert kinds(batch, "torch-phone") == ["tool.call"] and kinds(batch, "laptop") == []
+    rig.clock.now += 1
+    batch = rig.send("laptop", ToolResult(call_id="t1", status="unsupported", result={"message": "no renderer"}))
+    assert rig.session.live_call("t1") is call and errors(batch, "laptop") == []  # the phone may still answer
+    rig.clock.now += 1
+    rig.send("torch-phone", ToolResult(call_id="t1", result={"on": True}))
+    assert call.state == CallState.COMPLETED and call.result is not None and call.result.result == {"on": True}
+
+
+def test_unsupported_from_every_attached_device_settles_the_call() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.connect("laptop")
+    call, _ = rig.start("c1")
+    rig.send("laptop", ToolResult(call_id="c1", status="unsupported", result={"message": "old App"}))
+    assert rig.session.live_call("c1") is call
+    batch = rig.send("phone", ToolResult(call_id="c1", status="unsupported", result={"message": "old App"}))
+    assert call.state == CallState.UNSUPPORTED and [c.reason for c in cancels(batch, "laptop")] == [
+        "answered on another device"
+    ]
+
+
+# ------------------------------------------------------------------------------- Web Push
+
+
+def test_the_welcome_names_the_agents_push_key_and_a_subscription_is_handed_to_the_driver() -> None:
+    rig = Rig()
+    rig.session.core.push_key = "BPushKey"
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key == "BPushKey"
+
+    wanted = {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}
+    batch = rig.send("phone", PushSubscribe.model_validate({"subscription": wanted}))
+    assert batch.events == [PushSubscribed("phone", "phone", {**wanted, "expirationTime": None})]
+    assert rig.send("phone", PushSubscribe()).events == [PushSubscribed("phone", "phone", None)]
+
+
+def test_without_push_the_welcome_names_no_key() -> None:
+    rig = Rig()
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key is None

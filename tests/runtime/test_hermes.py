@@ -197,7 +197,8 @@ async def test_a_card_whose_hermes_wait_ended_another_way_is_closed_and_answers_
     await app.next("tool.call")
     closed = (await app.next("tool.cancel")).payload
     await asking
-    assert closed == ToolCancel(call_id="card-2", reason="answered in the chat")
+    assert isinstance(closed, ToolCancel) and (closed.call_id, closed.reason) == ("card-2", "answered in the chat")
+    assert closed.outcome is not None and closed.outcome.status == "cancelled"
     assert answer.resolved == []
 
 
@@ -526,3 +527,54 @@ def test_a_cron_jobs_or_subagents_call_names_its_session_kind() -> None:
     assert hermes_origin("cron_nightly_20261130_230000", "") == Origin(kind="cron", label="nightly")
     assert hermes_origin("20261130_x", "subagent-2-ab12cd34") == Origin(kind="subagent", label="2-ab12cd34")
     assert hermes_origin("20261130_x", "task-1") is None  # the process's own kind then
+
+
+# ------------------------------------------------------------------ approval choices (no Hermes needed)
+
+
+def test_the_approval_card_offers_hermes_choices_and_fewer_when_hermes_does() -> None:
+    def offered(**flags: bool) -> list[str]:
+        return [c["value"] for c in common.approval_card("rm -rf /x", "recursive delete", **flags)["choices"]]
+
+    assert offered() == ["once", "session", "always", "deny"]
+    assert offered(allow_permanent=False) == ["once", "session", "deny"]
+    assert offered(smart_denied=True) == ["once", "deny"]
+    card = common.approval_card("rm -rf /x", "recursive delete")
+    assert card["details"] == "rm -rf /x" and "recursive delete" in card["message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "choice"),
+    [
+        ("completed", {"approved": True, "choice": "session"}, "session"),
+        ("completed", {"approved": True, "choice": "always"}, "once"),  # not offered: the narrowest
+        ("completed", {"approved": True}, "once"),  # an App with Approve and Reject only
+        ("completed", {"approved": True, "choice": "deny"}, "once"),  # says approved: never more than once
+        ("rejected", {"approved": False, "choice": "session"}, "deny"),  # a rejection is a deny
+        ("rejected", {"approved": False}, "deny"),
+        ("cancelled", {"message": "stopped"}, None),
+        ("expired", {}, None),
+    ],
+)
+def test_an_approval_answer_is_read_as_the_narrowest_hermes_choice_it_can_mean(
+    status: str, result: dict[str, object], choice: str | None
+) -> None:
+    answer = ToolResult.model_validate({"call_id": "c1", "status": status, "result": result})
+    assert common.approval_choice(answer, ["once", "session", "deny"]) == choice
+
+
+def test_each_interactive_cli_session_is_a_conversation_of_its_own_not_the_apps_default(tmp_path: Path) -> None:
+    # two CLIs on one App: neither lands in (nor retitles) the phone's own chat, nor each other's
+    seen = []
+    for session in ("cli-a", "cli-b"):
+        cli = FakeCli(running=False)
+        cli.session_id = session
+        runtime = make_runtime(tmp_path / session, FakeContext(cli))
+        feed = AppFeed(runtime)
+        assert runtime.deliver_message("hello from the phone", sender="phone")  # the App takes part
+        a_turn(HermesHooks(runtime), session, "a reply", platform="cli")
+        seen.append(feed.conversations)
+    assert seen == [
+        {Conversation("hermes-cli-a", "Hermes CLI · cli-a")},
+        {Conversation("hermes-cli-b", "Hermes CLI · cli-b")},
+    ]

@@ -78,7 +78,8 @@ async def test_interrupt_cancels_the_call_on_every_device_and_returns_cancelled(
     assert result.result["message"] == "the agent was interrupted"
     for app in (phone, laptop):
         cancel = (await app.next("tool.cancel")).payload
-        assert cancel == ToolCancel(call_id=call.call_id, reason="the agent was interrupted")
+        assert isinstance(cancel, ToolCancel)
+        assert (cancel.call_id, cancel.reason) == (call.call_id, "the agent was interrupted")
         await app.close()
     assert beats
 
@@ -107,7 +108,9 @@ async def test_stop_cancels_live_calls_and_closes_the_apps(tmp_path: Path) -> No
     await asyncio.to_thread(runner.stop)
     result = await blocking
     assert (result.status, result.result["message"]) == ("cancelled", "the agent is shutting down")
-    assert (await app.next("tool.cancel")).payload == ToolCancel(call_id=call.call_id, reason=result.result["message"])
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel)
+    assert (cancel.call_id, cancel.reason) == (call.call_id, result.result["message"])
     assert (await app.closed())[:2] == (1001, "the agent is shutting down")
     assert not runner.running
 

@@ -185,7 +185,7 @@ async def test_the_stop_button_interrupts_the_run_then_closes_the_open_cards(
     finally:
         await app.close()
     assert interrupted_before_close == [None]
-    assert closed == ToolCancel(call_id=card.call_id, reason=STOPPED_BY_USER)
+    assert isinstance(closed, ToolCancel) and (closed.call_id, closed.reason) == (card.call_id, STOPPED_BY_USER)
     assert (result.status, result.result["message"]) == ("cancelled", STOPPED_BY_USER)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import stat
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import TransportError
-from lineup_plugin.protocol.messages import Error, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import CallOutcome, Error, Text, ToolCancel, ToolList
 from lineup_plugin.transports.app_files import packaged_app
 from lineup_plugin.transports.direct.auth import AuthThrottle
 from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, DirectServer, Limits
@@ -245,7 +246,9 @@ async def test_packaged_app_index_is_served(tmp_path: Path) -> None:
     async with running(tmp_path) as server:
         status, headers, body = await http_get(server.port, "/")
     assert (status, headers["content-type"]) == (200, "text/html; charset=utf-8")
-    assert body == index.read_bytes()
+    # the page names its files by version, and its entry module as the bundle (tests/transports/test_static.py)
+    unversioned = re.sub(r"\?v=[0-9a-f]{20}", "", body.decode()).replace("app.bundle.js", "app.js")
+    assert unversioned == index.read_text()
 
 
 # ------------------------------------------------------------------------------------ calls
@@ -263,7 +266,7 @@ async def test_choice_round_trip(tmp_path: Path) -> None:
         await app.close()
 
 
-async def test_two_devices_first_answer_wins_and_the_other_card_is_dismissed(tmp_path: Path) -> None:
+async def test_two_devices_first_answer_wins_and_both_are_told_the_verdict(tmp_path: Path) -> None:
     async with running(tmp_path) as server:
         phone = await WsApp.connect(server, "phone")
         laptop = await WsApp.connect(server, "laptop")
@@ -272,8 +275,11 @@ async def test_two_devices_first_answer_wins_and_the_other_card_is_dismissed(tmp
         assert (await laptop.next_call()).call_id == call.call_id
         await phone.answer(call, selected="test", index=0)
         assert (await task).result == {"selected": "test", "index": 0}
+        verdict = CallOutcome(status="completed", result={"selected": "test", "index": 0}, device_id="phone")
         cancel = (await laptop.next("tool.cancel")).payload
-        assert cancel == ToolCancel(call_id=call.call_id, reason="answered on another device")
+        assert cancel == ToolCancel(call_id=call.call_id, reason="answered on another device", outcome=verdict)
+        told = (await phone.next("tool.cancel")).payload  # the device that won is told the verdict too
+        assert isinstance(told, ToolCancel) and told.outcome == verdict
         await laptop.answer(call, selected="production", index=2)
         refused = (await laptop.next("error")).payload
         assert isinstance(refused, Error) and refused.code == "call_closed"

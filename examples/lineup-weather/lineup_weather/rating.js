@@ -1,7 +1,7 @@
 // The App renderer of the `rating` tool: five star buttons → completed {stars}; "Skip" → rejected.
 //
 // A renderer module's default export is {label, interactive, render(card, args, context)}, the same
-// shape as the App's own cards (see the LineUp README, "Renderers for plugin tools"). Build the card
+// shape as the App's own cards (see LineUp's docs/plugins.md, "Renderers for plugin tools"). Build the card
 // with context.h (text always goes through textContent) and answer with card.answer(...), once.
 
 export default {

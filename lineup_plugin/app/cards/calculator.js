@@ -1,3 +1,4 @@
+// @ts-check
 // calculator: computed right here and answered at once → completed {value}.
 
 import { h } from "../dom.js";

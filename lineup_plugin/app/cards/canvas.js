@@ -1,3 +1,4 @@
+// @ts-check
 // canvas: "open" shows a board card; draw / undo / clear / close change that board and answer at once.
 
 import { h } from "../dom.js";

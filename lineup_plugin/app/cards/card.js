@@ -1,6 +1,11 @@
-// One card in the feed for one tool call: it answers exactly once, or is dismissed with a reason.
+// @ts-check
+// One card in the feed for one tool call: it answers exactly once, or is dismissed with a reason;
+// an answer given here reads "Sending…" (or "Not sent yet" while offline) until the agent's
+// verdict says how the call ended (see outcome.js).
 
 import { h, uid } from "../dom.js";
+import { verdictText } from "./outcome.js";
+
 
 /** How the card names the agent session that asks (tool.call `origin`), e.g. "CLI · hermes". */
 const ORIGIN_TEXT = {
@@ -19,15 +24,6 @@ export function originText(origin) {
   return typeof origin.label === "string" && origin.label ? `${kind} · ${origin.label}` : kind;
 }
 
-export const STATUS_TEXT = {
-  completed: "Done",
-  rejected: "Rejected",
-  cancelled: "Cancelled",
-  expired: "Expired",
-  unsupported: "Not supported by this App",
-  failed: "Failed",
-};
-
 export class Card {
   /**
    * `send(kind, payload)` sends an envelope to the agent; `label` names the tool for people;
@@ -39,6 +35,10 @@ export class Card {
     this.interactive = interactive;
     this.result = null;
     this.dismissed = false;
+    this.restored = false; // drawn from the history: nothing is sent
+    /** @type {import("./outcome.js").Outcome | null} the agent's verdict, once it is known */
+    this.verdict = null;
+    this.online = true;
     this.body = h("fieldset", { class: "card-body" });
     this.outcome = h("p", { class: "card-outcome", role: "status", hidden: true });
     this.tag = h("span", { class: "card-tag" }, label);
@@ -64,7 +64,7 @@ export class Card {
 
   /** Whether the card takes no more answers (answered here, or dismissed). */
   get closed() {
-    return this.result !== null || this.dismissed;
+    return this.result !== null || this.dismissed || this.verdict !== null;
   }
 
   /** Add the card's question as its heading (and accessible name). */
@@ -75,19 +75,65 @@ export class Card {
   }
 
   /**
-   * Send the one tool.result of this call; later answers are ignored. `summary` is shown on the
-   * card ("" shows nothing, undefined a generic text for the status). Returns whether it was sent.
+   * Send the one tool.result of this call; later answers are ignored. `summary` (what the user
+   * chose, e.g. "You chose: staging") is shown with "Sending…" until the agent's verdict replaces
+   * it. Returns whether it was sent.
    */
   answer(status, result, summary) {
     if (this.closed) return false;
     const { call_id, name, action } = this.call;
     this.result = { call_id, name, action: action ?? undefined, status, result };
+    this.summary = summary || "";
     this.send("tool.result", this.result);
-    this.settle(status, summary === undefined ? STATUS_TEXT[status] ?? status : summary);
+    this.pending();
     return true;
   }
 
-  /** The agent withdrew the call (answered on another device, expired, ...): grey it out, show why. */
+  /** This device's answer `result` (a tool.result payload), shown again after a reload: it waits for the verdict. */
+  answered(result) {
+    if (this.closed) return;
+    this.result = result;
+    this.summary = "";
+    this.pending();
+  }
+
+  /** Whether the card was answered here and waits for the agent's verdict. */
+  get sending() {
+    return this.result !== null && this.verdict === null && !this.dismissed;
+  }
+
+  /** The link to the agent is up (`online`) or not: a card waiting for its verdict says whether its answer can go. */
+  link(online) {
+    this.online = online;
+    if (this.sending) this.pending();
+  }
+
+  pending() {
+    const wait = this.online ? "Sending…" : "Not sent yet: it goes when the App is connected again";
+    this.settle("sending", this.summary ? `${this.summary} — ${wait}` : wait);
+  }
+
+  /**
+   * The agent's verdict: how the call ended (the answer that won and where, or why not), shown
+   * on the card whoever answered — here, elsewhere, or nobody.
+   * @param {import("./outcome.js").Outcome} outcome
+   * @param {ReadonlySet<string>} ownIds the ids the agent knows this device by
+   */
+  conclude(outcome, ownIds) {
+    if (this.verdict) return;
+    this.verdict = outcome;
+    const answeredHere = this.result !== null;
+    const { text, applied } = verdictText(outcome, ownIds, this.call.arguments ?? {}, answeredHere, this.summary);
+    if (!applied) this.el.classList.add("dismissed");
+    this.settle(answeredHere && !applied ? "not-applied" : outcome.status, text);
+    if (outcome.status === "completed" && outcome.result && "selected" in outcome.result) {
+      for (const button of this.el.querySelectorAll("button")) {
+        button.classList.toggle("chosen", button.textContent === String(outcome.result.selected));
+      }
+    }
+  }
+
+  /** The agent withdrew the call without saying how it ended (an older agent): grey it out, show why. */
   dismiss(reason) {
     if (this.closed) return;
     this.dismissed = true;

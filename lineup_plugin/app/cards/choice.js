@@ -1,3 +1,4 @@
+// @ts-check
 // choice: a question and one button per option → completed {selected, index}.
 
 import { h } from "../dom.js";

@@ -1,4 +1,8 @@
+// @ts-check
 // confirm: message, details and risk → Approve: completed {approved: true}; Reject: rejected {approved: false}.
+// With choices ([{value, label, approves}], e.g. Hermes' allow once / this session / always / deny) a
+// button each, in order: one that approves → completed {approved: true, choice}; else rejected
+// {approved: false, choice}.
 
 import { h } from "../dom.js";
 
@@ -22,6 +26,21 @@ export const confirm = {
       card.body.append(h("p", { class: `risk${high ? " risk-high" : ""}`, "data-risk": risk }, RISK_LABEL[risk] ?? risk));
     }
     if (args.details) card.body.append(h("pre", { class: "details" }, String(args.details)));
+    if (Array.isArray(args.choices) && args.choices.length) {
+      const buttons = args.choices.map((choice) => {
+        const approves = choice.approves === true;
+        const label = String(choice.label);
+        const kind = approves ? (high ? "danger" : "primary") : "secondary";
+        const button = h("button", { type: "button", class: kind, "data-choice": String(choice.value) }, label);
+        const answer = { approved: approves, choice: String(choice.value) };
+        button.addEventListener("click", () =>
+          card.answer(approves ? "completed" : "rejected", answer, `You chose: ${label}`),
+        );
+        return button;
+      });
+      card.body.append(h("div", { class: "actions choices" }, ...buttons));
+      return;
+    }
     const reject = h("button", { type: "button", class: "secondary" }, "Reject");
     const approve = h("button", { type: "button", class: high ? "danger" : "primary" }, "Approve");
     reject.addEventListener("click", () => card.answer("rejected", { approved: false }, "You rejected this."));

@@ -1,5 +1,6 @@
+// @ts-check
 // The cards of every tool call: one card per call_id, acknowledged when shown, answered once,
-// dismissed when the agent withdraws the call.
+// concluded by the agent's verdict (how the call ended, sent to every device; outcome.js).
 
 import { Card } from "./card.js";
 import { calculator } from "./calculator.js";
@@ -10,15 +11,36 @@ import { input } from "./input.js";
 import { PluginRenderers, broken } from "./plugins.js";
 import { unsupported } from "./unsupported.js";
 import { h } from "../dom.js";
+import { deviceId } from "../envelope.js";
+
+/** how many open cards a device.hello names at most (the agent refuses a longer list) */
+const MAX_OPEN_CALLS = 1000;
+const IDS_KEY = "lineup.device_ids";
+/** how many ids the agent gave this device (one per relay pairing) are kept */
+const MAX_IDS = 8;
+
+/** The ids other than its own that the agent welcomed this device as (kept in localStorage). */
+function knownIds() {
+  try {
+    const ids = JSON.parse(localStorage.getItem(IDS_KEY) ?? "[]");
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === "string") : [];
+  } catch {
+    return [];
+  }
+}
 
 /** Renderer of each built-in App tool; `interactive` ones wait for the user, the others answer at once. */
 export const RENDERERS = { choice, confirm, input, calculator, canvas };
 
 export class Deck {
-  /** `show(element)` puts a card in the feed; `send(kind, payload)` sends to the agent. */
-  constructor({ show, send, boards }) {
+  /**
+   * `show(element)` puts a card in the feed; `send(kind, payload)` sends to the agent; `ownId` is
+   * the id this surface answers as (an outcome naming it was answered here; default: this device's).
+   */
+  constructor({ show, send, boards, ownId = undefined }) {
     this.show = show;
     this.send = send;
+    this.ownId = ownId ?? null;
     this.context = { boards, h };
     this.cards = new Map();
     /** renderers plugins ship for their tools (refreshed on every welcome) */
@@ -79,15 +101,63 @@ export class Deck {
     card.answer("failed", { message: `the App could not show this call: ${error?.message || error}` });
   }
 
-  /** tool.cancel: the call ended elsewhere (answered on another device, expired, stopped...). */
-  cancel({ call_id: callId, reason }) {
-    this.cards.get(callId)?.dismiss(reason);
+  /**
+   * tool.cancel: the call ended — with the agent's verdict (`outcome`: the answer that won and the
+   * device that gave it, or how it ended) shown on the card, answered here or not. Without an
+   * outcome (an older agent) the card is greyed out with the reason.
+   * @param {{call_id: string, reason?: string | null, outcome?: import("./outcome.js").Outcome | null}} notice
+   */
+  cancel({ call_id: callId, reason, outcome }) {
+    const card = this.cards.get(callId);
+    if (!card) return;
+    if (outcome && typeof outcome === "object" && typeof outcome.status === "string") card.conclude(outcome, this.own());
+    else card.dismiss(reason);
   }
 
-  /** An error about one of our calls (e.g. our answer came too late): say so on its card. */
+  /** A history call.end entry: how the call ended and on which device (`device_id`, `device_name`). */
+  ended(entry) {
+    const result = entry.result;
+    const card = this.cards.get(result?.call_id);
+    if (!card) return;
+    const { status, result: answer } = result;
+    card.conclude({ status, result: answer, device_id: entry.device_id, device_name: entry.device_name }, this.own());
+  }
+
+  /** The ids the agent knows this surface by: its own, and those the agent's welcomes gave it (a relay pairing's). */
+  own() {
+    if (this.ownId !== null) return new Set([this.ownId]);
+    return new Set([deviceId(), ...knownIds()]);
+  }
+
+  /**
+   * The agent welcomed this device as `id` (device.welcome): an outcome naming it was answered
+   * here. Kept for the next load (the history names the device so too).
+   */
+  welcomed(id) {
+    if (this.ownId !== null || typeof id !== "string" || !id || id === deviceId()) return;
+    const ids = knownIds().filter((known) => known !== id);
+    ids.push(id);
+    try {
+      localStorage.setItem(IDS_KEY, JSON.stringify(ids.slice(-MAX_IDS)));
+    } catch {
+      // storage full or refused: this load still knows it from the welcome of the next connect
+    }
+  }
+
+  /** This device's answer, drawn again after a reload: its card waits for the verdict. */
+  answered(result) {
+    this.cards.get(result?.call_id)?.answered(result);
+  }
+
+  /** The link to the agent is up or down: cards waiting for their verdict say whether their answer can go. */
+  link(state) {
+    for (const card of this.cards.values()) card.link(state === "connected");
+  }
+
+  /** An error about one of our calls (e.g. our answer came too late): say so on its card, unless its verdict says it. */
   problem({ call_id: callId, message }) {
     const card = this.cards.get(callId);
-    if (card) card.note(`The agent did not take this answer: ${message}`);
+    if (card && !card.verdict) card.note(`The agent did not take this answer: ${message}`);
     return Boolean(card);
   }
 
@@ -110,29 +180,17 @@ export class Deck {
     if (renderer.visible?.(request) ?? true) this.show(card.el);
   }
 
-  /** How a call ended, from the history: `text` on its card, `where` it was answered. */
-  settle(callId, result, text, where) {
-    const card = this.cards.get(callId);
-    if (!card) return;
-    if (!card.closed) {
-      card.result = result;
-      card.settle(result.status, text);
-      if (result.status === "completed" && "selected" in (result.result ?? {})) {
-        for (const button of card.el.querySelectorAll("button")) {
-          button.classList.toggle("chosen", button.textContent === String(result.result.selected));
-        }
-      }
-    }
-    if (where && card.interactive && !card.el.querySelector(".card-where")) card.el.append(Object.assign(document.createElement("p"), { className: "card-where", textContent: where }));
-  }
-
   /** Forget every card (the agent's history starts over). */
   clear() {
     this.cards.clear();
   }
 
-  /** Calls whose cards still wait for the user (sent in device.hello on every reconnect). */
+  /**
+   * Calls whose cards still wait: for the user, or for the verdict on an answer given here (sent
+   * in device.hello on every reconnect: the agent re-sends the live ones and says how the others ended).
+   */
   openCalls() {
-    return [...this.cards.values()].filter((card) => !card.closed).map((card) => card.call.call_id);
+    const open = [...this.cards.values()].filter((card) => !card.closed || card.sending);
+    return open.slice(-MAX_OPEN_CALLS).map((card) => card.call.call_id); // the newest, as many as a hello carries
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // input: a form from arguments.fields (a JSON Schema object), or one text answer → completed {values}.
 
 import { h } from "../dom.js";

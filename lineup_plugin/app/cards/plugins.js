@@ -1,3 +1,4 @@
+// @ts-check
 // Renderers that plugins ship for their own App tools: ES modules the agent serves from this origin
 // (listed by GET /api/renderers, loaded with import() the first time the agent calls the tool).
 //

@@ -1,3 +1,4 @@
+// @ts-check
 // Any tool this App has no renderer for is answered "unsupported" at once, never left waiting.
 
 import { h } from "../dom.js";

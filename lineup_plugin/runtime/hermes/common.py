@@ -111,6 +111,52 @@ def clarify_answer(result: ToolResult) -> str:
     return str(text) if text is not None else ""
 
 
+#: Hermes' answers to a dangerous-command approval, as the approval card offers them (its own
+#: ``once``/``session``/``always``/``deny``, in the order its other platforms show them)
+APPROVAL_CHOICES: tuple[dict[str, Any], ...] = (
+    {"value": "once", "label": "Allow once", "approves": True},
+    {"value": "session", "label": "Allow for this session", "approves": True},
+    {"value": "always", "label": "Always allow", "approves": True},
+    {"value": "deny", "label": "Deny", "approves": False},
+)
+
+
+def approval_card(
+    command: str, description: str, *, allow_permanent: bool = True, smart_denied: bool = False
+) -> dict[str, Any]:
+    """The ``confirm`` arguments of Hermes' dangerous-command approval: the command and Hermes' choices.
+
+    ``always`` is left out when Hermes does not allow a permanent approval; after a smart deny
+    (the owner overrides it) only ``once`` and ``deny``, as Hermes offers.
+    """
+    offered = [c for c in APPROVAL_CHOICES if allow_permanent or c["value"] != "always"]
+    if smart_denied:
+        offered = [c for c in offered if c["value"] in ("once", "deny")]
+    return {
+        "message": f"Allow the agent to run this command? ({description})",
+        "details": command,
+        "risk": "system_permission",
+        "choices": [dict(c) for c in offered],
+    }
+
+
+def approval_choice(result: ToolResult, offered: list[str]) -> str | None:
+    """Hermes' answer to an approval from its card's result, or None when the user gave none.
+
+    A choice that was not offered (an App that shows only Approve and Reject, a text client) is
+    read as the narrowest answer of its kind: approved ``once``, else ``deny``.
+    """
+    if result.status not in ("completed", "rejected"):
+        return None
+    approved = result.status == "completed" and result.result.get("approved") is True
+    choice = result.result.get("choice")
+    if isinstance(choice, str) and choice in offered:
+        granted = next(c["approves"] for c in APPROVAL_CHOICES if c["value"] == choice)
+        if granted == approved:
+            return choice
+    return "once" if approved else "deny"
+
+
 def clarify_timeout() -> float:
     """Hermes' ``agent.clarify_timeout`` (seconds), also the deadline of a clarify card."""
     try:

@@ -21,11 +21,14 @@ from typing import Any, NamedTuple
 __all__ = [
     "approval_pending",
     "cache_media",
+    "calling_agent",
     "clarify_pending",
     "clarify_timeout",
     "cli_agent_running",
     "cli_of",
     "cli_session_id",
+    "config_path",
+    "config_problem",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -35,6 +38,7 @@ __all__ = [
     "mark_connected",
     "mark_disconnected",
     "platform_api",
+    "plugin_status",
     "quiet_cli",
     "refresh_agent_tools",
     "resolve_approval",
@@ -90,6 +94,50 @@ def load_config() -> Mapping[str, Any]:
     return config if isinstance(config, Mapping) else {}
 
 
+def config_path() -> str:
+    """Where Hermes reads its ``config.yaml`` (``hermes_cli.config.get_config_path``: under ``HERMES_HOME``)."""
+    from hermes_cli.config import get_config_path
+
+    return str(get_config_path())
+
+
+def config_problem() -> str:
+    """Why Hermes cannot parse its ``config.yaml`` ("" when it can, or there is none).
+
+    Hermes' own reader then warns and runs on its defaults, ignoring the whole file; this parses
+    it as Hermes does (``fast_safe_load``, which ``hermes_cli.config`` reads with) without that
+    fallback (or the copy of the file it saves).
+    """
+    from hermes_cli.config import fast_safe_load, get_config_path
+
+    try:
+        with open(get_config_path(), encoding="utf-8") as file:
+            fast_safe_load(file)
+    except FileNotFoundError:
+        return ""
+    except Exception as exc:  # PyYAML's errors, a file that is not UTF-8, one that cannot be read
+        return " ".join(str(exc).split())
+    return ""
+
+
+def plugin_status(name: str) -> tuple[str, str] | None:
+    """Plugin ``name`` as ``hermes plugins list`` shows it: ``(status, source)``, or None if Hermes does not find it.
+
+    ``status`` is ``enabled``, ``not enabled`` or ``disabled`` (``plugins.enabled`` and
+    ``plugins.disabled`` of config.yaml); ``source`` is where Hermes found it (``entrypoint``
+    for an installed package, ``user`` for a directory in ``$HERMES_HOME/plugins``...). The
+    functions of ``hermes_cli.plugins_cmd`` behind the list command do the finding and reading.
+    """
+    from hermes_cli import plugins_cmd
+
+    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+    for entry in plugins_cmd._discover_all_plugins():  # (name, version, description, source, path, key)
+        found, source, key = str(entry[0]), str(entry[3]), str(entry[5])
+        if name in (found, key):
+            return str(plugins_cmd._plugin_status(found, enabled, disabled, key=key)), source
+    return None
+
+
 def clarify_timeout() -> float:
     """Hermes' ``agent.clarify_timeout`` in seconds (``tools.clarify_gateway.get_clarify_timeout``)."""
     from tools.clarify_gateway import get_clarify_timeout
@@ -121,6 +169,26 @@ def cli_of(ctx: Any) -> Any:
 def cli_agent_running(cli: Any) -> Any:
     """The CLI's agent while it is in a turn (``cli._agent_running``), else None."""
     return getattr(cli, "agent", None) if getattr(cli, "_agent_running", False) else None
+
+
+def calling_agent() -> Any:
+    """The ``AIAgent`` whose tool call runs on this thread, or None (call it from the tool's handler).
+
+    Hermes does not tell a plugin's tool handler which agent called it, and a one-shot ``hermes
+    chat -q`` registers its agent nowhere a plugin can reach. Its tool executors
+    (``agent/tool_executor.py``) run each call with the agent as their ``agent`` argument, on
+    this thread's stack (sequential calls) or in the closure of the worker that runs it
+    (concurrent ones): the nearest frame that holds an ``AIAgent`` as ``agent`` or ``self``.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        names = frame.f_locals
+        for name in ("agent", "self"):
+            value = names.get(name)
+            if type(value).__name__ == "AIAgent" and callable(getattr(value, "interrupt", None)):
+                return value
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def cli_session_id(cli: Any) -> str:
@@ -298,7 +366,8 @@ def clarify_pending(clarify_id: str, session_key: str) -> bool:
 
 
 def resolve_approval(session_key: str, choice: str) -> None:
-    """Answer a dangerous-command approval: ``once`` or ``deny`` (``tools.approval.resolve_gateway_approval``)."""
+    """Answer a dangerous-command approval: ``once``, ``session``, ``always`` or ``deny``
+    (``tools.approval.resolve_gateway_approval``; Hermes records a session or permanent approval itself)."""
     from tools.approval import resolve_gateway_approval
 
     resolve_gateway_approval(session_key, choice)

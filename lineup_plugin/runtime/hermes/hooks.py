@@ -49,9 +49,7 @@ class HermesHooks:
         if self._relevant(session_id, platform):
             self.service.report_status("thinking", conversation=self.runtime.conversation_of(session_id, platform))
 
-    def post_llm_call(
-        self, session_id: str = "", assistant_response: str = "", platform: str = "", **_: Any
-    ) -> None:
+    def post_llm_call(self, session_id: str = "", assistant_response: str = "", platform: str = "", **_: Any) -> None:
         """Outside the gateway (which replies through the platform), mirror the reply of a session the App follows."""
         if assistant_response and not self.runtime.in_gateway and self._relevant(session_id, platform):
             self.service.send_text(assistant_response, conversation=self.runtime.conversation_of(session_id, platform))

@@ -9,7 +9,8 @@ and the final edit the ``text`` that settles it, under one message id. Files the
 reach the model as the gateway's media (``media_urls``: images as image input, other files as
 documents); the agent's images and files (``send_image_file``, ``send_document``) reach the
 App as attachments. Hermes' ``clarify`` is shown as a ``choice`` card (an ``input`` card when it has no
-choices) and a dangerous-command approval as a ``confirm`` card; the App's stop button is
+choices) and a dangerous-command approval as a ``confirm`` card with Hermes' choices (allow once,
+for this session, always, deny); the App's stop button is
 Hermes' ``/stop``.
 
 The adapter runs on the gateway's event loop; the LineUp hub runs on the server's own loop
@@ -44,6 +45,8 @@ from .common import (
     Answer,
     app_chat,
     app_conversation,
+    approval_card,
+    approval_choice,
     approval_timeout,
     ask,
     clarify_answer,
@@ -193,13 +196,11 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         allow_permanent: bool = True,
         smart_denied: bool = False,
     ) -> Any:
-        """A dangerous-command approval as a ``confirm`` card; approve = once, reject = deny."""
-        arguments = {
-            "message": f"Allow the agent to run this command? ({description})",
-            "details": command,
-            "risk": "system_permission",
-        }
-        return self._card(chat_id, "confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key))
+        """A dangerous-command approval as a ``confirm`` card naming the command with Hermes' own
+        choices (allow once, for this session, always, deny); the answer resolves it as Hermes does."""
+        arguments = approval_card(command, description, allow_permanent=allow_permanent, smart_denied=smart_denied)
+        offered = [str(c["value"]) for c in arguments["choices"]]
+        return self._card(chat_id, "confirm", arguments, approval_timeout(), _ApprovalAnswer(session_key, offered))
 
     def _card(self, chat_id: str, name: str, arguments: dict[str, Any], deadline: float, answer: Answer) -> Any:
         if not self.svc.app_connected:
@@ -332,13 +333,14 @@ class _ClarifyAnswer(Answer):
 
 
 class _ApprovalAnswer(Answer):
-    def __init__(self, session_key: str) -> None:
+    def __init__(self, session_key: str, offered: list[str]) -> None:
         self.session_key = session_key
+        self.offered = offered
 
     def resolve(self, result: ToolResult) -> None:
-        approved = result.status == "completed" and bool(result.result.get("approved"))
-        if result.status in {"completed", "rejected"}:
-            compat.resolve_approval(self.session_key, "once" if approved else "deny")
+        choice = approval_choice(result, self.offered)
+        if choice is not None:
+            compat.resolve_approval(self.session_key, choice)
 
     def settled(self) -> bool:
         return not compat.approval_pending(self.session_key)

@@ -40,7 +40,6 @@ from ..base import AgentRuntime, Conversation, ToolHandler
 from ..service import LineUpService
 from . import compat
 from .common import (
-    APP_CONVERSATION,
     EMOJI,
     PLATFORM,
     TOOLSET,
@@ -228,6 +227,11 @@ class AttachedAgents:
             else:
                 self._running.discard(session_id)
 
+    def running_sessions(self) -> set[str]:
+        """The sessions whose turn runs now (any agent of the process)."""
+        with self._lock:
+            return set(self._running)
+
     def running(self) -> Any:
         """The attached agent that is in the middle of a run, if any."""
         with self._lock:
@@ -271,6 +275,44 @@ class AttachedAgents:
     def has_session(self, session_id: str) -> bool:
         """Whether an attached agent is in session ``session_id`` now (its id may change, e.g. on compression)."""
         return any(str(getattr(agent, "session_id", "") or "") == session_id for agent in self.agents())
+
+
+class AskingAgents:
+    """The agents of this process that wait on a LineUp tool call now, found by their tool call.
+
+    A one-shot ``hermes chat -q`` (or any agent neither the gateway, the CLI nor a host program
+    attached) is known to LineUp only through its tool calls: while one waits on the App, the
+    App's stop (passed on by the serving process) interrupts its agent, so the model is not asked
+    again with the withdrawn card's ``cancelled``.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, Any] = {}  # id of the call's marker -> its agent
+        self._lock = threading.Lock()
+
+    def enter(self) -> object | None:
+        """A tool call starts on this thread: remember its agent; pass the result to :meth:`leave`."""
+        agent = compat.calling_agent()
+        if agent is None:
+            return None
+        marker = object()
+        with self._lock:
+            self._waiting[id(marker)] = agent
+        return marker
+
+    def leave(self, marker: object | None) -> None:
+        """The tool call that :meth:`enter` returned ``marker`` for ended."""
+        if marker is not None:
+            with self._lock:
+                self._waiting.pop(id(marker), None)
+
+    def interrupt(self, message: str | None) -> bool:
+        """``AIAgent.interrupt`` of every agent waiting on a LineUp call; False when there is none."""
+        with self._lock:
+            agents = {id(agent): agent for agent in self._waiting.values()}
+        for agent in agents.values():
+            agent.interrupt(message)
+        return bool(agents)
 
 
 class AppSessions:
@@ -322,6 +364,7 @@ class HermesRuntime(AgentRuntime):
         self.gateway = GatewayHost()
         self.cli = CliHost(lambda: self.ctx)
         self.attached = AttachedAgents()
+        self.asking = AskingAgents()
         self.app_sessions = AppSessions()
         self._touch = threading.local()
         self._platforms_lock = threading.Lock()
@@ -338,9 +381,11 @@ class HermesRuntime(AgentRuntime):
             session_id, task_id = str(context.get("session_id") or ""), str(context.get("task_id") or "")
             self.app_sessions.join(session_id)
             asking = _ASKING.set((session_id, task_id))
+            waiting = self.asking.enter()
             try:
                 return hermes_result(handler(dict(args) if isinstance(args, Mapping) else {}))
             finally:
+                self.asking.leave(waiting)
                 _ASKING.reset(asking)
 
         hermes_handler.__name__ = f"lineup_{schema['name']}"
@@ -417,9 +462,10 @@ class HermesRuntime(AgentRuntime):
         """The LineUp conversation of a Hermes session's events (None: the default one).
 
         In the gateway each chat of the App (``lineup`` platform) is a conversation of its own,
-        the App chat being the default one. Elsewhere the interactive CLI's session is the default
-        conversation, titled after it; any other session (an attached agent, a session of
-        another platform that calls a LineUp tool) is ``hermes-<session id>``.
+        the App chat being the default one. Every other session — the interactive CLI's (each
+        process's, each ``/new``), an attached agent's, a session of another platform that calls
+        a LineUp tool — is ``hermes-<session id>``, titled after it: the phone's own chat stays
+        its own, and two CLIs never retitle each other's conversation.
         """
         chat_platform, chat_id = compat.session_chat()
         if (platform or chat_platform) == PLATFORM:
@@ -428,7 +474,7 @@ class HermesRuntime(AgentRuntime):
         if not sid:
             return None
         if self.cli.active and sid == self.cli.session_id():
-            return Conversation(APP_CONVERSATION, f"Hermes CLI · {sid}")
+            return Conversation(f"hermes-{sid}", f"Hermes CLI · {sid}")
         self.note_platform(sid, platform)
         with self._platforms_lock:  # the same title whoever asks (a tool handler is not told the platform)
             where = self._platforms.get(sid) or chat_platform or self.service.role
@@ -470,8 +516,18 @@ class HermesRuntime(AgentRuntime):
         return bool(sid) and (sid in self.app_sessions or self.attached.has_session(sid))
 
     def interrupt(self, message: str | None = None) -> bool:
-        """Gateway: ``/stop`` (waited for). CLI or attached agent: ``AIAgent.interrupt``."""
-        return any(host.interrupt(message) for host in self._hosts())
+        """Gateway: ``/stop`` (waited for) when a turn of the App's own session runs. CLI or attached
+        agent: ``AIAgent.interrupt``. Else (``hermes chat -q``...): the agents waiting on a LineUp call."""
+        hosts: list[Host | AskingAgents] = [*self._hosts(), self.asking]
+        if self.gateway.active and not self.app_turn_running():
+            hosts.remove(self.gateway)  # a /stop with nothing to stop only answers "No active task to stop"
+        return any(host.interrupt(message) for host in hosts)
+
+    def app_turn_running(self) -> bool:
+        """Whether a turn of a session of the App's platform runs now (Hermes' turn hooks say so)."""
+        with self._platforms_lock:
+            platforms = dict(self._platforms)
+        return any(platforms.get(session_id) == PLATFORM for session_id in self.attached.running_sessions())
 
     def steer(self, text: str) -> bool:
         """Gateway: ``/steer``. CLI or attached agent: ``AIAgent.steer``."""
@@ -507,4 +563,3 @@ class HermesRuntime(AgentRuntime):
             name, flat_args, label="waiting for the user to answer clarify", deadline=clarify_timeout()
         )
         return clarify_answer(result) or f"[no answer from the LineUp App: {result.status}]"
-

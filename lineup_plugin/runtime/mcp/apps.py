@@ -6,12 +6,16 @@ read with ``resources/read``: :mod:`.view`). A host that renders MCP Apps shows 
 (``_meta.ui.visibility: ["app"]``, listed only to clients that negotiated the
 ``io.modelcontextprotocol/ui`` extension):
 
-- ``lineup_card {tool, arguments}``: which LineUp call the page stands for. :class:`HostCards`
-  knows the ``tools/call`` requests of this server that wait (tool and arguments) and finds the
-  live call they made: the newest call of that tool with those arguments created since the
-  request came. It answers the call's ``tool.call`` payload, and only such calls can be answered
-  from a host: a card the server never showed there (another runtime's call, a high-risk
-  tool's approval) cannot be answered through it.
+- ``lineup_card {tool, arguments, request_id?}``: which LineUp call the page stands for.
+  :class:`HostCards` knows the ``tools/call`` requests of this server that wait (tool,
+  arguments, JSON-RPC id) and finds the live call they made. ``request_id`` is the id of the
+  host's ``tools/call`` the page stands for (the host gives it to the page as
+  ``hostContext.toolInfo.id``): the page gets the call that request made (the runtime is told
+  each request's call id as it is made), so two identical calls made at once each get their
+  own card. Without it (an older host), the newest call of that tool with those
+  arguments created since the request came. It answers the call's ``tool.call`` payload, and
+  only such calls can be answered from a host: a card the server never showed there (another
+  runtime's call, a high-risk tool's approval) cannot be answered through it.
 - ``lineup_answer {call_id, status, result}``: the user's answer, applied like an App device's
   (:meth:`~lineup_plugin.hub.Hub.answer_from`): the first answer wins, the phone's card is
   dismissed ("answered on another device"), a ``completed`` answer must fit the tool's
@@ -66,6 +70,7 @@ APP_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             "properties": {
                 "tool": {"type": "string", "maxLength": 64},
                 "arguments": {"type": "object"},
+                "request_id": {"type": ["string", "integer"], "maxLength": 128},
             },
             "required": ["tool", "arguments"],
             "additionalProperties": False,
@@ -94,6 +99,11 @@ class _Request:
     tool: str
     arguments: str  # canonical JSON of the flat arguments
     started: float  # wall clock, as the session's call times
+    #: the JSON-RPC id of the ``tools/call``, and the connection it came on (ids are per connection)
+    request_id: str | int | None = None
+    session: object = None
+    #: the LineUp call this request made (its worker says so as the call is made)
+    call_id: str | None = None
     live: threading.Event = field(default_factory=threading.Event)
 
 
@@ -115,10 +125,15 @@ class HostCards:
 
     # the waiting requests ------------------------------------------------------------------
 
-    def started(self, tool: str, arguments: dict[str, Any]) -> _Request:
-        """A ``tools/call`` of ``tool`` begins (on the MCP loop); pass the result to :meth:`finished`."""
+    def started(
+        self, tool: str, arguments: dict[str, Any], *, request_id: str | int | None = None, session: object = None
+    ) -> _Request:
+        """A ``tools/call`` of ``tool`` begins (on the MCP loop); pass the result to :meth:`finished`.
+
+        ``request_id`` and ``session`` (its JSON-RPC id and connection) let a card page name it.
+        """
         self._loop = asyncio.get_running_loop()
-        request = _Request(tool, _canonical(arguments), time.time())
+        request = _Request(tool, _canonical(arguments), time.time(), request_id, session)
         with self._lock:
             self._requests.append(request)
         self._changed.set()
@@ -128,6 +143,12 @@ class HostCards:
         """The request's call is being waited for (a heartbeat, on its worker thread): look again."""
         if not request.live.is_set():
             request.live.set()
+        self._poke()
+
+    def bind(self, request: _Request, call_id: str) -> None:
+        """The request makes LineUp call ``call_id`` (on its worker thread): its card page shows that one."""
+        with self._lock:
+            request.call_id = call_id
         self._poke()
 
     def finished(self, request: _Request) -> None:
@@ -144,22 +165,36 @@ class HostCards:
 
     # lineup_card -----------------------------------------------------------------------------
 
-    async def find(self, tool: str, arguments: dict[str, Any], *, timeout: float = FIND_TIMEOUT) -> dict[str, Any]:
+    async def find(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        request_id: str | int | None = None,
+        session: object = None,
+        timeout: float = FIND_TIMEOUT,
+    ) -> dict[str, Any]:
         """The ``tool.call`` payload of the live call that a waiting ``tools/call`` of ``tool`` with
-        ``arguments`` made; waits up to ``timeout`` for it to reach the App."""
+        ``arguments`` made (the one with JSON-RPC id ``request_id``, if given, on ``session`` if it
+        has one there); waits up to ``timeout`` for it to reach the App."""
         wanted = _canonical(arguments)
         began = time.monotonic()
         while True:
             self._changed.clear()
             with self._lock:
                 requests = [r for r in self._requests if r.tool == tool and r.arguments == wanted]
+                named = self._named(requests, request_id, session)
+                if named is not None:
+                    requests = [named]
             if any(r.live.is_set() for r in requests):
-                since = min(r.started for r in requests) - 1.0
-                call: dict[str, Any] | None
+                # a request's own call is made after it came (the same wall clock): a named one looks no earlier
+                since = named.started if named is not None else min(r.started for r in requests) - 1.0
+                calls: list[dict[str, Any]]
                 if self.service.serving:
-                    call = await self._on_hub(lambda hub, since=since: self._live_call(hub, tool, arguments, since))
+                    calls = await self._on_hub(lambda hub, since=since: self._live_calls(hub, tool, arguments, since))
                 else:
-                    call = self._forwarded_call(tool, arguments, since)
+                    calls = self._forwarded_calls(tool, arguments, since)
+                call = self._choose(calls, named)
                 if call is not None:
                     self._remember(call["call_id"], tool)
                     return call
@@ -173,36 +208,65 @@ class HostCards:
                 await asyncio.wait_for(self._changed.wait(), left)
 
     @staticmethod
-    def _live_call(hub: Hub, tool: str, arguments: dict[str, Any], since: float) -> dict[str, Any] | None:
+    def _named(requests: list[_Request], request_id: str | int | None, session: object) -> _Request | None:
+        """The request a page named by its JSON-RPC id: the one on the page's own connection, else
+        the only one with that id (ids are per connection)."""
+        if request_id is None:
+            return None
+        same = [r for r in requests if r.request_id == request_id]
+        own = [r for r in same if r.session is session]
+        if len(own) == 1:
+            return own[0]
+        return same[0] if len(same) == 1 else None
+
+    def _choose(self, calls: list[dict[str, Any]], named: _Request | None) -> dict[str, Any] | None:
+        """Of the live ``calls`` (oldest first), the one for the page: without a named request the
+        newest; for a named request the call bound to it, else the oldest made since it came that no
+        other request holds, then bound to it."""
+        if named is None:
+            return calls[-1] if calls else None
+        with self._lock:
+            if named.call_id is not None:
+                return next((c for c in calls if c["call_id"] == named.call_id), None)
+            held = {r.call_id for r in self._requests if r.call_id is not None}
+            mine = next((c for c in calls if c["call_id"] not in held), None)
+            if mine is not None:
+                named.call_id = mine["call_id"]
+            return mine
+
+    @staticmethod
+    def _live_calls(hub: Hub, tool: str, arguments: dict[str, Any], since: float) -> list[dict[str, Any]]:
+        """The pending calls of ``tool`` with ``arguments`` created since ``since``, oldest first."""
         registered = hub.registry.get(tool)
         if registered is None:
-            return None
+            return []
         action, split = split_arguments(registered.definition, arguments)
-        for call in reversed(hub.store.pending_calls()):  # the newest first
-            request = call.request
-            if (request.name, request.action, request.arguments) == (tool, action, split) and call.created_at >= since:
-                payload: dict[str, Any] = request.model_dump(mode="json", by_alias=True, exclude_none=True)
-                return payload
-        return None
+        return [
+            call.request.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for call in hub.store.pending_calls()
+            if (call.request.name, call.request.action, call.request.arguments) == (tool, action, split)
+            and call.created_at >= since
+        ]
 
-    def _forwarded_call(self, tool: str, arguments: dict[str, Any], since: float) -> dict[str, Any] | None:
-        """The newest call of ``tool`` with ``arguments`` this process forwarded (another one serves the App)."""
+    def _forwarded_calls(self, tool: str, arguments: dict[str, Any], since: float) -> list[dict[str, Any]]:
+        """The calls of ``tool`` with ``arguments`` this process forwarded (another one serves), oldest first."""
         registered = self.service.registry.get(tool)
         if registered is None:
-            return None
+            return []
         action, split = split_arguments(registered.definition, arguments)
         wanted = _canonical(arguments)
-        found = [
+        found = sorted(
             (forwarded.started, call_id)
             for call_id, forwarded in self.service.forwarder.open_calls().items()
             if forwarded.name == tool and _canonical(forwarded.arguments) == wanted and forwarded.started >= since
-        ]
-        if not found:
-            return None
-        payload: dict[str, Any] = {"call_id": max(found)[1], "name": tool, "arguments": split}
-        if action is not None:
-            payload["action"] = action
-        return payload
+        )
+        payloads: list[dict[str, Any]] = []
+        for _, call_id in found:
+            payload: dict[str, Any] = {"call_id": call_id, "name": tool, "arguments": split}
+            if action is not None:
+                payload["action"] = action
+            payloads.append(payload)
+        return payloads
 
     def _remember(self, call_id: str, tool: str) -> None:
         with self._lock:

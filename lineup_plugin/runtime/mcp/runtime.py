@@ -37,12 +37,17 @@ class Waiting:
     """
 
     def __init__(
-        self, report: Callable[[float, str], None] | None = None, on_beat: Callable[[], None] | None = None
+        self,
+        report: Callable[[float, str], None] | None = None,
+        on_beat: Callable[[], None] | None = None,
+        on_call: Callable[[str], None] | None = None,
     ) -> None:
         self.cancelled = threading.Event()
         self._report = report
         #: called on every heartbeat (the call is being waited for: an MCP Apps card page may look for it)
         self.on_beat = on_beat
+        #: called with the LineUp call id the request makes, before any App is sent the call
+        self.on_call = on_call
         self._last: float | None = None
 
     def beat(self, label: str, started: float) -> None:
@@ -127,6 +132,12 @@ class McpRuntime(AgentRuntime):
         """Whether the MCP client cancelled the call that runs on this thread."""
         waiting = self._waiting()
         return waiting is not None and waiting.cancelled.is_set()
+
+    def call_started(self, call_id: str) -> None:
+        """The request on this thread makes LineUp call ``call_id``: its card page is bound to that call."""
+        waiting = self._waiting()
+        if waiting is not None and waiting.on_call is not None:
+            waiting.on_call(call_id)
 
     def heartbeat(self, label: str, started: float) -> None:
         """Progress for the client, if it asked for it (see :class:`Waiting`)."""

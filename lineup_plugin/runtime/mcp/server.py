@@ -250,7 +250,7 @@ class LineUpMcpServer:
     ) -> types.CallToolResult:
         name = params.name
         if name in APP_TOOLS and supports_apps(ctx):
-            return await self._card_tool(name, dict(params.arguments or {}))
+            return await self._card_tool(name, dict(params.arguments or {}), ctx.session)
         session = ctx.session
         token = anyio.lowlevel.current_token()
         total = self.runtime.service.deadline_for(name)
@@ -260,8 +260,8 @@ class LineUpMcpServer:
                 anyio.from_thread.run(session.report_progress, round(elapsed, 1), total, label, token=token)
 
         arguments = dict(params.arguments or {})
-        shown = self.cards.started(name, arguments)
-        waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown))
+        shown = self.cards.started(name, arguments, request_id=ctx.request_id, session=ctx.session)
+        waiting = Waiting(report, on_beat=lambda: self.cards.beat(shown), on_call=lambda id: self.cards.bind(shown, id))
         try:
             result = await anyio.to_thread.run_sync(
                 self.runtime.run_call,
@@ -279,14 +279,19 @@ class LineUpMcpServer:
         log.debug("lineup mcp: %s ended %s", name, result.status)
         return call_result(result)
 
-    async def _card_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """``lineup_card`` / ``lineup_answer``, the tools of the card page (see :mod:`.apps`)."""
+    async def _card_tool(self, name: str, arguments: dict[str, Any], session: object) -> types.CallToolResult:
+        """``lineup_card`` / ``lineup_answer``, the tools of the card page (see :mod:`.apps`), asked on ``session``."""
         try:
             if name == CARD_TOOL:
-                tool, args = arguments.get("tool"), arguments.get("arguments")
-                if not isinstance(tool, str) or not isinstance(args, dict):
-                    raise ToolError("lineup_card takes {tool: string, arguments: object}")
-                call = await self.cards.find(tool, args)
+                tool, args, request_id = arguments.get("tool"), arguments.get("arguments"), arguments.get("request_id")
+                if (
+                    not isinstance(tool, str)
+                    or not isinstance(args, dict)
+                    or not isinstance(request_id, str | int | None)
+                    or isinstance(request_id, bool)
+                ):
+                    raise ToolError("lineup_card takes {tool: string, arguments: object, request_id?: string|integer}")
+                call = await self.cards.find(tool, args, request_id=request_id, session=session)
                 return types.CallToolResult(content=[_text(json.dumps(call))], structured_content={"call": call})
             assert name == ANSWER_TOOL
             call_id = arguments.get("call_id")
@@ -342,14 +347,26 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
 
     Port 0 picks a free port; the address is printed on stderr once the socket listens.
 
-    On a loopback host the SDK refuses other Host and Origin headers (DNS rebinding). There is no
-    authentication: any process that reaches the port may ask the user's phone.
+    Whatever the address, requests for other hosts and from other web pages are refused
+    (:class:`~.guard.HostOriginGuard`, against DNS rebinding). There is no authentication: any
+    process that reaches the port may ask the user's phone.
     """
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .guard import HostOriginGuard
 
     mcp = LineUpMcpServer(runtime)
     await mcp.start_async()
-    app = mcp.server.streamable_http_app(host=host)
+    settings = runtime.service.settings
+    app = HostOriginGuard(
+        # the SDK's own check (127.0.0.1, localhost and ::1 only) would ignore allowed_hosts
+        mcp.server.streamable_http_app(
+            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        ),
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host, port), family=family)  # listening before it is announced

@@ -4,12 +4,9 @@ It is built from the reference App's own files — ``style.css``, the card modul
 ``cards/``, and ``mcp-view.js``, the page's entry that speaks the host's ``postMessage``
 JSON-RPC bridge — so the host draws a card exactly as the App does, with no code written twice.
 A host renders the page in a sandboxed iframe from an inline document (no other file can be
-fetched), so the ES modules are joined into one inline script by :func:`bundle`: each module
-becomes a function scope that returns its exports, in dependency order. The App's modules keep
-to what it understands — ``import { a, b as c } from "./x.js";`` and ``import x from "./x.js";``
-on one line, ``export`` before a top-level ``function``, ``class``, ``const`` or ``let``, and
-``export default`` — and anything else raises :class:`~lineup_plugin.errors.RendererError`
-(a test bundles every tool's page).
+fetched), so the ES modules are joined into one inline script by
+:func:`~lineup_plugin.transports.direct.modules.bundle` (which states what it understands; a test
+bundles every tool's page).
 
 A plugin's renderer for its tool (:mod:`lineup_plugin.tools.renderers`) is bundled in place of
 ``plugin-renderer.js``; one that cannot be bundled (it imports other files, say) leaves the
@@ -20,14 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
-import posixpath
 import re
-from collections.abc import Callable
 from importlib.resources.abc import Traversable
 
 from ...errors import RendererError
 from ...tools.renderers import Renderer
 from ...transports.app_files import packaged_app
+from ...transports.direct.modules import bundle, imports_anything
+
+__all__ = ["APP_MIME_TYPE", "bundle", "card_page", "card_uri", "packaged_app", "tool_of"]
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +42,6 @@ PAGE_POLICY = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'"
 )
 
-_IMPORT_NAMES = re.compile(r'^import \{([^}]*)\} from "([^"]+)";[ \t]*$', re.M)
-_IMPORT_DEFAULT = re.compile(r'^import ([A-Za-z_$][\w$]*) from "([^"]+)";[ \t]*$', re.M)
-_EXPORT = re.compile(r"^export (async function\*?|function\*?|class|const|let) ([A-Za-z_$][\w$]*)", re.M)
-_EXPORT_DEFAULT = re.compile(r"^export default ", re.M)
-_LEFT_OVER = re.compile(r"^(import|export)\b.*$", re.M)
-
 
 def card_uri(tool: str) -> str:
     """The ``ui://`` address of ``tool``'s card page."""
@@ -61,67 +53,6 @@ def tool_of(uri: str) -> str | None:
     return uri[len(URI_PREFIX) :] if uri.startswith(URI_PREFIX) and len(uri) > len(URI_PREFIX) else None
 
 
-def bundle(read: Callable[[str], str], entry: str) -> str:
-    """One script of ``entry`` and every module it imports (paths relative to the App's directory).
-
-    ``read(path)`` gives a module's source. Raises RendererError on a module this bundler does
-    not understand, or an import cycle.
-    """
-    done: dict[str, str] = {}
-    visiting: list[str] = []
-
-    def visit(path: str) -> None:
-        if path in done:
-            return
-        if path in visiting:
-            raise RendererError(f"cannot bundle the App's modules: an import cycle through {path}")
-        visiting.append(path)
-        source = read(path)
-        for match in (*_IMPORT_NAMES.finditer(source), *_IMPORT_DEFAULT.finditer(source)):
-            visit(_resolve(path, match.group(2)))
-        done[path] = _scope(path, source)
-        visiting.pop()
-
-    visit(entry)
-    return "const __lineup = {};\n" + "\n".join(done.values())
-
-
-def _resolve(importer: str, specifier: str) -> str:
-    if not specifier.startswith("./") and not specifier.startswith("../"):
-        raise RendererError(f"{importer}: cannot bundle the import of {specifier!r} (only relative paths)")
-    path = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
-    if path.startswith("../"):
-        raise RendererError(f"{importer}: {specifier!r} is outside the App")
-    return path
-
-
-def _scope(path: str, source: str) -> str:
-    """``source`` as ``__lineup["<path>"] = (() => { ...; return {exports}; })();``."""
-    exports: list[str] = []
-
-    def names(match: re.Match[str]) -> str:
-        bound = [part.strip().replace(" as ", ": ") for part in match.group(1).split(",") if part.strip()]
-        return f"const {{ {', '.join(bound)} }} = __lineup[{json.dumps(_resolve(path, match.group(2)))}];"
-
-    def default(match: re.Match[str]) -> str:
-        return f"const {match.group(1)} = __lineup[{json.dumps(_resolve(path, match.group(2)))}].default;"
-
-    def declaration(match: re.Match[str]) -> str:
-        exports.append(match.group(2))
-        return f"{match.group(1)} {match.group(2)}"
-
-    body = _IMPORT_NAMES.sub(names, source)
-    body = _IMPORT_DEFAULT.sub(default, body)
-    body = _EXPORT.sub(declaration, body)
-    if len(_EXPORT_DEFAULT.findall(body)) > 1:
-        raise RendererError(f"{path}: more than one export default")
-    if _EXPORT_DEFAULT.search(body):
-        body = _EXPORT_DEFAULT.sub("const __default = ", body)
-        exports.append("default: __default")
-    left = _LEFT_OVER.search(body)
-    if left is not None:
-        raise RendererError(f"{path}: cannot bundle {left.group(0)[:60]!r} for an MCP Apps host")
-    return f"__lineup[{json.dumps(path)}] = (() => {{\n{body}\nreturn {{ {', '.join(exports)} }};\n}})();"
 
 
 def card_page(tool: str, *, label: str, renderer: Renderer | None = None, app: Traversable | None = None) -> str:
@@ -139,7 +70,7 @@ def card_page(tool: str, *, label: str, renderer: Renderer | None = None, app: T
             return module if path == PLUGIN_MODULE else read_app(path)
 
         try:
-            if _IMPORT_NAMES.search(module) or _IMPORT_DEFAULT.search(module):
+            if imports_anything(module):
                 raise RendererError("a renderer module imports nothing (it gets h in its context)")
             script = bundle(read_with_plugin, ENTRY)
         except RendererError as exc:

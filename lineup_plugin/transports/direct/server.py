@@ -22,12 +22,19 @@ code    reason                                         why
 4401    ``wrong token`` / ``missing token``            after an ``error`` ``auth_failed`` message
 4400    ``device.hello required`` / ``bad hello``      the first message was not a valid hello
 4408    ``no device.hello within 10 s``                nothing was said in time
-1013    ``too many connections``                       ``max_connections`` are already open
+1013    ``too many connections``                       ``max_connections`` are already open, or
+                                                       this one still had to say hello when
+                                                       newer ones needed its place (see below)
 1009    ``frame with N bytes exceeds limit of M ...``  a message over ``max_frame_bytes``
 1008    ``send queue full: the App is not reading``    ``max_queue`` messages waited unsent
 1008    ``rate limit exceeded: too many messages``     the App stayed over the rate after ``rate_limited``
 1001    ``the agent is shutting down``                 :meth:`DirectServer.close`
 ======  =============================================  ==========================================
+
+At most :attr:`Limits.max_unauthenticated` connections may wait for their hello. A new
+connection always gets a place: the oldest waiting connection of the address that holds the
+most places is ended to make room. Sockets that never say hello, however fast they come back,
+therefore cannot keep an App out: the App says hello at once.
 
 A binary frame is answered with an ``error`` ``binary_not_supported`` and the connection stays
 open. A browser connection whose ``Origin`` is neither this server nor listed in
@@ -40,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -70,7 +78,8 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import content_type, find_file
+from .static import AppFiles
+from .tls import certificate_names, server_context
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
@@ -108,8 +117,9 @@ class Limits:
     hello_timeout: float = 10.0
     #: the largest first message (the hello) before the token is checked
     hello_bytes: int = 64 * 1024
-    #: connections that have not passed their hello yet; past this, new ones get 1013 at once
-    max_unauthenticated: int = 16
+    #: connections that have not passed their hello yet; past this, the oldest of the address holding most ends
+    #: (the more there are, the faster sockets must be re-opened to end an App's before its hello is read)
+    max_unauthenticated: int = 64
     #: how long closing every connection may take when the server stops
     shutdown_timeout: float = 1.0
     message_rate: float = 20.0
@@ -225,7 +235,7 @@ class DirectOptions:
     """What the direct server needs to know (the user's settings of direct mode).
 
     ``token`` is the configured token, or None for the one kept in ``<data_dir>/token``. The
-    fields mean what the settings of the same names mean (see the README's settings table).
+    fields mean what the settings of the same names mean (see docs/settings.md).
     """
 
     host: str
@@ -238,6 +248,9 @@ class DirectOptions:
     max_connections: int
     max_queue: int
     heartbeat: float
+    #: HTTPS/wss: a PEM certificate chain and its key (None: plain HTTP)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DirectOptions:
@@ -253,6 +266,8 @@ class DirectOptions:
             max_connections=settings.max_connections,
             max_queue=settings.max_queue,
             heartbeat=settings.heartbeat,
+            tls_cert=settings.tls_cert,
+            tls_key=settings.tls_key,
         )
 
 
@@ -276,16 +291,24 @@ class DirectServer:
         self.hub = hub
         self.options = options
         self.app_dir = app_dir if app_dir is not None else packaged_app()
+        self.files = AppFiles(self.app_dir)
         self.limits = limits or Limits()
         #: the wrong-token slow-down, per remote address
         self.throttle = throttle or AuthThrottle()
         self._token: str | None = None
         self._server: Server | None = None
         self._connections: set[ServerConnection] = set()
-        #: connections still to pass their hello (their own, smaller budget: Limits.max_unauthenticated)
-        self._waiting: set[ServerConnection] = set()
+        #: connections still to pass their hello, oldest first, with their remote address (their own,
+        #: smaller budget: Limits.max_unauthenticated)
+        self._waiting: dict[ServerConnection, str] = {}
+        #: the waiting connections that sent their first message (ended to make room only when no idle one is left)
+        self._spoke: set[ServerConnection] = set()
+        #: waiting connections being ended to make room for newer ones, with the tasks that close them
+        self._ending: dict[ServerConnection, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
+        #: the names the TLS certificate is for (the first goes in links)
+        self._tls_names: list[str] = []
         self.api = HttpApi(hub, lambda: self.token, self.throttle)
 
     @classmethod
@@ -296,14 +319,26 @@ class DirectServer:
     # -------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Load or create the token, then listen. Raises TransportError if the port cannot be bound."""
+        """Load or create the token, then listen (over TLS with ``tls_cert``/``tls_key``).
+
+        Raises TransportError if the port cannot be bound, ConfigError if the certificate cannot be used.
+        """
         if self._server is not None:
             return
         self._token = load_or_create_token(self.options.token, self.options.data_dir)
         self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
         if self.hub.media is not None:
             self.hub.media.use_secret(self._token)  # the keys of download links
+        if self.hub.push is not None:  # a device keeps its push subscription while the token stays the same
+            from ...push.service import token_credential
+
+            self.hub.push.vouch("direct", lambda device_id: token_credential(self.token))
         self._stopping.clear()
+        tls = None
+        if self.options.tls_cert is not None and self.options.tls_key is not None:
+            tls = server_context(self.options.tls_cert, self.options.tls_key)
+            self._tls_names = certificate_names(self.options.tls_cert)
+            self._allowed_hosts |= set(self._tls_names)
         try:
             self._server = await serve(
                 self._handle,
@@ -315,6 +350,7 @@ class DirectServer:
                 ping_interval=self.options.heartbeat,
                 ping_timeout=self.options.heartbeat,
                 close_timeout=self.limits.close_timeout,
+                ssl=tls,
             )
         except OSError as exc:
             where = f"{self.options.host}:{self.options.port}"
@@ -367,21 +403,27 @@ class DirectServer:
 
     @property
     def host(self) -> str:
-        """The host name to put in links: the LAN address when listening on every interface."""
+        """The host name to put in links; when listening on every interface, the certificate's name
+        with TLS, else the LAN address."""
         host = self.options.host
         if host in ("", "0.0.0.0", "::"):
-            host = lan_address()
+            host = self._tls_names[0] if self._tls_names else lan_address()
         return f"[{host}]" if ":" in host else host
 
     @property
+    def secure(self) -> bool:
+        """Whether the server speaks TLS (``tls_cert`` and ``tls_key`` are set)."""
+        return self.options.tls_cert is not None
+
+    @property
     def url(self) -> str:
-        """The App's address, ``http://<host>:<port>/``."""
-        return f"http://{self.host}:{self.port}/"
+        """The App's address, ``http://<host>:<port>/`` (``https://`` with TLS)."""
+        return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}/"
 
     @property
     def ws_url(self) -> str:
-        """The WebSocket endpoint, ``ws://<host>:<port>/ws``."""
-        return f"ws://{self.host}:{self.port}{WS_PATH}"
+        """The WebSocket endpoint, ``ws://<host>:<port>/ws`` (``wss://`` with TLS)."""
+        return f"{'wss' if self.secure else 'ws'}://{self.host}:{self.port}{WS_PATH}"
 
     @property
     def connect_link(self) -> str:
@@ -460,31 +502,28 @@ class DirectServer:
         return refused
 
     def _static_file(self, connection: ServerConnection, request: Request) -> Response:
-        node = find_file(self.app_dir, request.path)
-        if node is None:
-            refused = connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-            refused.headers.update(_SECURITY_HEADERS)
-            return refused
-        return response(HTTPStatus.OK, node.read_bytes(), content_type(node.name), ("Cache-Control", "no-cache"))
+        return self.files.serve(request)
 
     # ------------------------------------------------------------------------- WebSocket
 
     async def _handle(self, connection: ServerConnection) -> None:
-        waiting, attached = len(self._waiting), len(self._connections) - len(self._waiting)
-        if waiting >= self.limits.max_unauthenticated or attached >= self.options.max_connections:
-            log.info("refused a connection: %d App connections are open, %d still to say hello", attached, waiting)
+        attached = self._attached()
+        if attached >= self.options.max_connections:
+            log.info("refused a connection: %d App connections are open", attached)
             await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
             return
         address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
+        if len(self._waiting) >= self.limits.max_unauthenticated:
+            self._make_room()
         link = DirectLink(
             connection, f"direct:{address}", max_queue=self.options.max_queue, close_timeout=self.limits.close_timeout
         )
         self._connections.add(connection)
-        self._waiting.add(connection)
+        self._waiting[connection] = address
         try:
             attached = await self._handshake(connection, link, address)
-            self._waiting.discard(connection)
-            if attached and len(self._connections) - len(self._waiting) > self.options.max_connections:
+            self._waiting.pop(connection, None)
+            if attached and self._attached() > self.options.max_connections:
                 log.warning("refused a device: %d App connections are open", self.options.max_connections)
                 link.shut(TRY_AGAIN_LATER, TOO_MANY, flush=True)
             elif attached:
@@ -493,10 +532,38 @@ class DirectServer:
         except ConnectionClosed:
             pass
         finally:
-            self._waiting.discard(connection)
+            self._waiting.pop(connection, None)
+            self._spoke.discard(connection)
             await self.hub.disconnect(link)
             await link.finish()
+            ending = self._ending.pop(connection, None)
+            if ending is not None:
+                await ending
             self._connections.discard(connection)
+
+    def _attached(self) -> int:
+        """How many connections passed their hello and are open."""
+        return len(self._connections) - len(self._waiting) - len(self._ending)
+
+    def _make_room(self) -> None:
+        """Every slot for connections still to say hello is taken: end the oldest one of the address holding most.
+
+        A newcomer always gets a slot, so sockets that never say hello (however fast they are
+        re-opened) cannot keep an App out: an App says hello at once and is through long before
+        its turn to be ended comes, while the address that holds the most slots loses them first.
+        Connections that said nothing yet go first; one whose hello passed is no longer waiting.
+        """
+        idle = {c: address for c, address in self._waiting.items() if c not in self._spoke}
+        pool = idle or self._waiting  # a connection that said something is ended only when no idle one is left
+        held = Counter(pool.values())
+        busiest = max(held, key=lambda address: held[address])
+        oldest = next(c for c, address in pool.items() if address == busiest)
+        del self._waiting[oldest]
+        self._spoke.discard(oldest)
+        log.debug("%d connections wait for their hello: ending the oldest one from %s", len(self._waiting), busiest)
+        self._ending[oldest] = asyncio.create_task(
+            close_connection(oldest, TRY_AGAIN_LATER, TOO_MANY, self.limits.shutdown_timeout), name="lineup-make-room"
+        )
 
     async def _handshake(self, connection: ServerConnection, link: DirectLink, address: str) -> bool:
         """Hand the first message to the hub's handshake; whether the device is attached.
@@ -510,6 +577,7 @@ class DirectServer:
         timeout = self.limits.hello_timeout
         try:
             first = await asyncio.wait_for(connection.recv(), timeout)
+            self._spoke.add(connection)
         except TimeoutError:
             message = f"no device.hello within {timeout:g} s"
             with suppress(ConnectionClosed):
@@ -527,6 +595,8 @@ class DirectServer:
                 log.warning("refused device %s from %s: wrong token (%d in a row)", device, address, failures)
                 return "wrong token"
             self.throttle.succeeded(address)
+            self._waiting.pop(connection, None)  # through: no newcomer may end it any more
+            self._spoke.discard(connection)
             # raised here, before the welcome leaves: the App may send a large message (a file piece
             # from its outbox) the moment it is welcomed, before this handler runs again
             connection.protocol.max_size = self.options.max_frame_bytes

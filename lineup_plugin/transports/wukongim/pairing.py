@@ -29,6 +29,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from lineup_plugin.errors import ConfigError, RelayProtocolError
+from lineup_plugin.private import private_dir, private_file
 
 from .e2e import AgentKey, Channel, b64url, from_b64url
 
@@ -119,10 +120,9 @@ class Pairings:
 
     def save(self, state: PairingState) -> None:
         """Write ``state`` whole (a temporary file renamed over the old one), mode 0600."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
+        with os.fdopen(private_file(tmp), "w") as out:
             json.dump(state.as_json(), out, indent=1)
             out.flush()
             os.fsync(out.fileno())

@@ -27,7 +27,9 @@ WuKongIM login vouches for it, so it is attached without a token check once the 
 connected, and kept across reconnections (the IM stores and forwards; the relay's sender waits
 for the connection to come back). Envelopes go to the hub as parsed JSON (never re-encoded); a
 ``device.hello`` from the App (with its ``open_calls``) re-syncs it — welcome, live calls re-sent,
-ended cards closed — as does a reconnection that followed a failed send. IM re-deliveries (same
+ended cards closed — as does a reconnection that followed a failed send. A paired device is told
+at once, when the agent starts, which calls that start closed (a previous run was killed with
+cards open): its IM connection stayed up, so it has no reason to say hello again. IM re-deliveries (same
 message id, clientMsgNo or envelope id) are dropped before they reach the hub.
 
 WuKongIM pushes a message only to connections that are up when it arrives. So after a
@@ -55,7 +57,8 @@ import httpx
 
 from lineup_plugin.errors import RelayAuthError, RelayError, RelayProtocolError, TransportError
 from lineup_plugin.protocol import codec
-from lineup_plugin.protocol.messages import Actor, Text
+from lineup_plugin.protocol.live import closed_reason
+from lineup_plugin.protocol.messages import Actor, Text, ToolCancel
 from lineup_plugin.transports.wukongim.client import (
     CLIENT_MSG_NO_LENGTH,
     ClientOptions,
@@ -299,6 +302,8 @@ class Relay:
         self._api = WuKongIMApi(self._http)
         self._token_registered = False
         self._attached: set[RelayLink] = set()
+        #: the paired devices told which calls this start closed (once each)
+        self._told_restart: set[str] = set()
         self._missed = False
         # Highest sequence number received on the App's channel. Our own sends do not move it: a
         # message of the App's stored just before one of ours may not have reached us yet.
@@ -307,8 +312,20 @@ class Relay:
         self._task: asyncio.Task[None] | None = None
         self.client = WuKongIMClient(self.options, self._address, self._on_message, on_state=self._on_state)
 
+    def credential(self, device_id: str) -> str | None:
+        """What admits ``device_id`` now (Web Push keeps a subscription while it stays the same): a
+        paired device's pairing (None once it is revoked), the App user's uid for the plain link."""
+        prefix = f"wukongim:{self.settings.app_uid}"
+        if device_id == prefix:
+            return prefix
+        pairing_id = device_id.removeprefix(prefix + "/")
+        paired = pairing_id != device_id and self.pairings is not None and self.pairings.channel(pairing_id) is not None
+        return f"pairing:{pairing_id}" if paired else None
+
     async def run(self) -> None:
         """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
+        if self.hub.push is not None:
+            self.hub.push.vouch("relay", self.credential)
         sender = asyncio.create_task(self._send_queued(), name="lineup-relay-sender")
         try:
             await self.client.run()
@@ -466,6 +483,15 @@ class Relay:
             await self.hub.disconnect(link)
         self._attached.add(link)
         self.hub.connect(link, device_id=link.name)
+        if link.pairing_id is not None and link.pairing_id not in self._told_restart:
+            self._told_restart.add(link.pairing_id)
+            self._tell_restart(link)
+
+    def _tell_restart(self, link: RelayLink) -> None:
+        """Tell a paired device, once, which calls closed as this agent started (left by one that was
+        killed): its IM connection stayed up, so it will not say hello to ask."""
+        for call in self.hub.recovered:
+            self.hub.reply(link, ToolCancel(call_id=call.call_id, reason=closed_reason(call)))
 
     def device_link(self, pairing_id: str) -> RelayLink:
         """The link of the paired device ``pairing_id``."""
