@@ -115,8 +115,8 @@ class AgentSide:
         """The wait deadline in seconds for tool ``name`` (per-tool setting, else the default)."""
         return self.deadlines.get(name, self.deadline)
 
-    def _stored(self, call_id: str) -> Call | None:
-        """The call ``call_id`` as the session or else the store knows it."""
+    def stored_call(self, call_id: str) -> Call | None:
+        """The call ``call_id`` as the session or else the store knows it (None: never made)."""
         return self.session.calls.lookup(call_id) or self.store.get_call(call_id)
 
     async def call(
@@ -134,7 +134,7 @@ class AgentSide:
         another process forwarded, kept through a hand-over: see :meth:`release`). ``origin``
         says who asks (shown on the card).
         """
-        known = self._stored(call_id) if call_id is not None else None
+        known = self.stored_call(call_id) if call_id is not None else None
         if known is not None:
             self.session.calls.claim(known.call_id)
             self._arm_timer()
@@ -180,7 +180,7 @@ class AgentSide:
         """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
         as a device's answer, the first wins and every device's card is dismissed. Returns why it
         was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
-        refused = self.session.answer_from(surface, result, self._stored(result.call_id))
+        refused = self.session.answer_from(surface, result, self.stored_call(result.call_id))
         self._flush()
         return refused
 

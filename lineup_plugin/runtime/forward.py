@@ -24,7 +24,10 @@ A call, a status and a text may say which conversation (agent session) they belo
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
-seconds, sends a wrong token, a line too long or not a JSON object is told why and closed.
+seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, or a text over
+:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters is told why and closed. A call id
+belongs to the connection that asked it: another connection asking the same id while it waits,
+or asking for a call this process made itself, is refused (and its leaving cancels nothing).
 
 **Hand-over.** The call keeps its id across processes. When the serving process stops, it lets
 go of the forwarded calls without ending them (:meth:`Hub.release
@@ -59,7 +62,7 @@ from typing import Any, get_args
 from ..errors import HandedOverError, LineUpError, ProtocolError
 from ..private import private_dir
 from ..protocol.codec import check_storable
-from ..protocol.messages import AgentState, Origin, ToolResult
+from ..protocol.messages import MAX_TEXT, AgentState, Origin, ToolResult
 from .base import Conversation
 
 log = logging.getLogger(__name__)
@@ -134,6 +137,8 @@ def _decode(raw: bytes) -> dict[str, Any]:
         check_storable(obj)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    except RecursionError:  # JSON nested thousands deep: the decoder gives up before check_storable sees it
+        raise ValueError("not JSON LineUp takes: nested too deep") from None
     except ProtocolError as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(obj, dict):
@@ -268,6 +273,7 @@ class ForwardServer:
         if len(self.open_calls) >= MAX_FORWARDED:
             raise ValueError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
         call_id, name, arguments, deadline, origin = _call_fields(request)
+        self._check_claim(call_id)
         where = await self._conversation(request)
         log.info("lineup: forwarded call %s (%s) from pid %s", call_id, name, hello.get("pid"))
         self.open_calls[call_id] = writer
@@ -282,6 +288,15 @@ class ForwardServer:
         if result is not None:
             writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
             await writer.drain()
+
+    def _check_claim(self, call_id: str) -> None:
+        """A forwarder may ask a call id that is new, or wait again on a forwarded call no other
+        connection waits on (the hand-over); ValueError for anything else: the call is another's."""
+        if call_id in self.open_calls:
+            raise ValueError(f"call_id: {call_id!r} is another connection's call")
+        known = self.hub.stored_call(call_id)
+        if known is not None and not known.forwarded:
+            raise ValueError(f"call_id: {call_id!r} is a call this process made, not a forwarded one")
 
     async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
         """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
@@ -312,6 +327,8 @@ class ForwardServer:
             text = request.get("text")
             if not isinstance(text, str) or not text:
                 raise ValueError("text: expected a non-empty string")
+            if len(text) > MAX_TEXT:
+                raise ValueError(f"text: at most {MAX_TEXT:,} characters, not {len(text):,}")
             await self.hub.send_text(text, conversation_id=where)
             return
         state, detail = request.get("state"), request.get("detail")
@@ -466,7 +483,10 @@ class Forwarder:
         return sock
 
     def notify(self, message: dict[str, Any], timeout: float = 1.0) -> None:
-        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none."""
+        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none.
+        A text is cut to :data:`MAX_TEXT` characters, as the serving process cuts its own replies."""
+        if message.get("op") == "text" and isinstance(message.get("text"), str):
+            message = {**message, "text": message["text"][:MAX_TEXT]}
         with self._connect(timeout) as sock:
             try:
                 sock.sendall(_line(message))
