@@ -43,6 +43,9 @@ class AgentSide:
     def _arm_timer(self) -> None:
         raise NotImplementedError  # the hub's
 
+    async def _await_expected_device(self) -> None:
+        raise NotImplementedError  # the hub's
+
     def _audit(self, event: str, link: Link | None, detail: str = "", call_id: str | None = None) -> None:
         self.session.audit(event, link=link, call_id=call_id, detail=detail)
 
@@ -151,6 +154,7 @@ class AgentSide:
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
+        await self._await_expected_device()  # a transport bringing a device: not no_app meanwhile
         call = self.session.start_call(request, wait=wait, forwarded=detached, conversation_id=conversation_id)
         self._flush()
         return await self._wait(call, owner=not detached)

@@ -115,6 +115,7 @@ class Hub(AgentSide):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        self._device_expected_until = 0.0  # loop time until which a transport brings a device (expect_device)
         #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
         self.text_conversation = conversation_id
         #: the calls a previous process left pending and this hub closed when it was made (the
@@ -249,6 +250,21 @@ class Hub(AgentSide):
         while not self.connected:
             self._devices_changed.clear()
             await self._devices_changed.wait()
+
+    def expect_device(self, within: float) -> None:
+        """A transport is bringing App devices (the relay logging in with devices paired): a call made
+        while none is attached waits up to ``within`` seconds for one before it fails ``no_app``.
+        ``expect_device(0)`` says the transport is there: the calls waiting go on at once."""
+        self._device_expected_until = asyncio.get_running_loop().time() + within
+        if within <= 0:
+            self._devices_changed.set()
+
+    async def _await_expected_device(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.connected and (left := self._device_expected_until - loop.time()) > 0:
+            self._devices_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._devices_changed.wait(), left)
 
     def connect(self, link: Link, *, verify: Verifier | None = None, device_id: str | None = None) -> None:
         """A transport connection ``link`` opened: with ``verify`` the App must say ``device.hello``

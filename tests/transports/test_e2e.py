@@ -393,6 +393,25 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         await session.close()
 
 
+async def test_after_lineup_pair_revoke_a_new_call_fails_no_app_instead_of_waiting_for_its_deadline(
+    im: FakeWuKongIM, tmp_path: Path
+) -> None:
+    hub = make_hub()
+    pairings = Pairings(tmp_path, AGENT, APP)
+    _, device = pairings.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
+    wk = WuKongIMSettings(api_url=im.api_url, ws_url=im.ws_url, uid=AGENT, app_uid=APP, text_cards="never")
+    async with Relay(wk, hub, timers=FAST, pairings=pairings) as relay:
+        with anyio.fail_after(GUARD):
+            await relay.connected.wait()
+        assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}/{device.pairing_id}"]
+        Pairings(tmp_path, AGENT, APP).revoke()  # `lineup pair --revoke` in another process; the phone is silent
+        with anyio.fail_after(GUARD):
+            while hub.peers:  # the relay looks at the pairing file while it runs (a condition, not a time)
+                await asyncio.sleep(0.05)
+            result = await hub.agent_call("choice", {"question": "Q?", "options": ["a", "b"]}, deadline=600)
+        assert result.result["error"] == "no_app"
+
+
 def test_counters_go_up_after_a_restart_with_the_clock_set_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
