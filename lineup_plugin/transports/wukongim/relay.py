@@ -474,15 +474,19 @@ class Relay:
             await asyncio.sleep(CHECK_EVERY)
             if not self.connected.is_set():
                 continue
-            if self.pairings is not None:
-                paired = {channel.pairing_id for channel in self.pairings.channels()}
-                if paired != {link.pairing_id for link in self._attached if link.pairing_id is not None}:
-                    await self.attach_paired()
-            now = asyncio.get_running_loop().time()
-            pushed = self._checked_seq is not None and (self._last_seq or 0) > self._checked_seq
-            if now - synced >= self.sync_every and (pushed or self.hub.session.calls.all()):
-                synced = now
-                await self._fetch_unpushed()
+            try:
+                if self.pairings is not None:
+                    paired = {channel.pairing_id for channel in self.pairings.channels()}
+                    if paired != {link.pairing_id for link in self._attached if link.pairing_id is not None}:
+                        await self.attach_paired()
+                now = asyncio.get_running_loop().time()
+                pushed = self._checked_seq is not None and (self._last_seq or 0) > self._checked_seq
+                if now - synced >= self.sync_every and (pushed or self.hub.session.calls.all()):
+                    synced = now
+                    await self._fetch_unpushed()
+            except Exception:  # a damaged pairing file, a bug: logged, and the next look comes all the same
+                log.exception("lineup: the relay's look at the pairing file and the channel failed")
+                await asyncio.sleep(self.sync_every)  # not a log line every half second
 
     async def _fetch_unpushed(self) -> None:
         """Handle what the App user sent since the last check that never reached us (already seen: dropped)."""
