@@ -22,6 +22,7 @@ from .uploads import Uploads
 
 if TYPE_CHECKING:
     from .ports import Link
+    from .push.service import PushService
 
 INTERRUPTED = "the agent was interrupted"
 
@@ -35,6 +36,8 @@ class AgentSide:
     files: Uploads
     deadline: float
     deadlines: dict[str, float]
+    #: Web Push to the devices away (None: off; see :func:`lineup_plugin.hub.use_push`)
+    push: PushService | None = None
     _waiters: dict[str, list[asyncio.Future[ToolResult]]]
 
     def _flush(self, *, retry: bool = True) -> list[Event]:

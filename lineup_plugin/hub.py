@@ -28,13 +28,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_side import INTERRUPTED, AgentSide
-from .errors import StoreError, TransportError
+from .errors import PushError, StoreError, TransportError
 from .media import MediaStore, StoredFile
 from .protocol.calls import Call
 from .protocol.history import DEFAULT_RETENTION, Retention
-from .protocol.messages import Envelope, Payload, ToolResult
+from .protocol.messages import Envelope, Error, Payload, ToolResult
 from .protocol.outputs import (
     AppToolCall,
+    Batch,
     DevicesChanged,
     Event,
     FileReceived,
@@ -53,6 +54,7 @@ from .uploads import Uploads
 if TYPE_CHECKING:
     from .config.settings import Settings
     from .ports import Link
+    from .push.service import PushService
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,7 @@ class Hub(AgentSide):
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
         self._device_expected_until = 0.0  # loop time until which a transport brings a device (expect_device)
+        self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
         #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
         self.text_conversation = conversation_id
         #: the calls a previous process left pending and this hub closed when it was made (the
@@ -130,11 +133,11 @@ class Hub(AgentSide):
         from .plugins import load_registry
         from .store import open_store
 
-        return cls(
+        return push_as_set(cls(
             registry if registry is not None else load_registry(), store=open_store(settings),
             media=MediaStore.from_settings(settings), agent_id=settings.agent_id, deadline=settings.deadline,
             deadlines=settings.deadlines, retention=settings.retention, reclaim=settings.handover_grace, **options,
-        )  # fmt: skip
+        ), settings)  # fmt: skip
 
     @property
     def media(self) -> MediaStore | None:
@@ -179,6 +182,8 @@ class Hub(AgentSide):
             for waiter in () if call.call_id in failed else self._waiters.pop(call.call_id, ()):
                 if not waiter.done():  # a cancelled caller's wait is done already
                     waiter.set_result(call.result)
+        for watch in self.watchers:
+            watch(batch)
         for call in unsaved:  # the model and every App are told, in a batch of their own
             self.session.calls.abandon(call, "the agent could not save this call; ask again")
         if unsaved or batch.registry:
@@ -337,3 +342,42 @@ class Hub(AgentSide):
         elif self.on_text is not None:
             names = ", ".join(file.name for file in files)
             await _maybe_await(self.on_text(event.device_id, f"{event.text}\n[files sent with it: {names}]"))
+
+
+def use_push(hub: Hub, push: PushService) -> Hub:
+    """``hub`` with Web Push: every welcome names the agent's key, every committed batch is read by
+    ``push`` (cards waiting, shown, ended; subscriptions sent), a refused subscription is answered
+    ``push_refused``, and while a device can be pushed a call waits for it instead of failing ``no_app``."""
+
+    def refuse(link: Link, why: str) -> None:  # after the batch being applied
+        asyncio.get_running_loop().call_soon(hub.reply, link, Error(code="push_refused", message=why))
+
+    def reachable(count: int) -> None:
+        hub.session.calls.reachable_offline = count > 0
+
+    hub.push = push
+    hub.session.push_key = push.public_key
+    push.refuse, push.on_subscriptions = refuse, reachable
+    reachable(len(push.subscriptions))
+    hub.watchers.append(push.observe)
+    return hub
+
+
+def push_as_set(hub: Hub, settings: Settings) -> Hub:
+    """``hub`` with Web Push as ``settings`` say (``push``, ``push_preview``, ``push_contact``,
+    ``push_services``); without it when ``push`` is off or its key cannot be kept (logged)."""
+    if not settings.push:
+        return hub
+    from .push.service import PushService
+
+    push = PushService(
+        settings.data_dir,
+        preview=settings.push_preview,
+        contact=settings.push_contact,
+        services=settings.push_services,
+    )
+    try:
+        return use_push(hub, push)
+    except PushError as exc:
+        log.warning("lineup: no Web Push: %s", exc)
+        return hub

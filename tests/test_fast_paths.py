@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from lineup_plugin.config.check import given_settings, surely_valid
 from lineup_plugin.config.schema import SCHEMA as SETTINGS_SCHEMA
-from lineup_plugin.config.settings import validated_settings
+from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT, validated_settings
 from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
@@ -58,12 +58,15 @@ from lineup_plugin.protocol.messages import (
     HistoryEntry,
     MessageDelta,
     Payload,
+    PushKeys,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
     ToolCancel,
     ToolList,
     ToolResult,
+    WebPushSubscription,
 )
 from lineup_plugin.protocol.tools import ActionDefinition
 from lineup_plugin.tools.argcheck import compile_schema
@@ -374,6 +377,7 @@ def _type_of(spec: dict[str, Any]) -> Any:
 
 TYPE_OF = {name: _type_of(spec) for name, spec in SETTINGS_SCHEMA["properties"].items()}
 NUMBERS = {name for name, kind in TYPE_OF.items() if kind in ("integer", "number")}
+BOOLEANS = {name for name, kind in TYPE_OF.items() if kind == "boolean"}
 #: numbers as text, as LINEUP_* variables hold them: plain ones, and ones the model reads but the cheap check leaves
 NUMERALS = ["0", "9", "9600", "9600.0", "70000", "-1", "0.5", "1.5", "09", " 9", "9_000", "+1", "1e3", "0x10", "http"]
 WUKONGIM = {
@@ -401,11 +405,13 @@ ENVIRONMENT = st.tuples(
 def lax_forms(data: dict[str, Any]) -> list[str]:
     """The values of ``data`` the model reads in lax mode and the cheap check leaves to it.
 
-    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a float
-    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, and WuKongIM settings
-    (the cheap check's schema admits only null there).
+    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a number or
+    text where a bool belongs (``LINEUP_PUSH=false``), a float
+    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, WuKongIM and TLS settings
+    (the cheap check's schema admits only null there) and a push contact of one's own.
     """
     found = [name for name in NUMBERS if type(data.get(name)) in (bool, str)]
+    found += [name for name in BOOLEANS if name in data and type(data[name]) is not bool]  # 0, 1, "false"...
     found += [
         name
         for name in NUMBERS
@@ -418,8 +424,9 @@ def lax_forms(data: dict[str, Any]) -> list[str]:
             for key, value in deadlines.items()
             if type(value) in (bool, str) or (isinstance(value, float) and math.isnan(value))
         ]
-    if data.get("wukongim") is not None:
-        found.append("wukongim")
+    found += [name for name in ("wukongim", "tls_cert", "tls_key") if data.get(name) is not None]
+    if "push_contact" in data and data["push_contact"] != DEFAULT_PUSH_CONTACT:
+        found.append("push_contact")
     return found
 
 
@@ -615,6 +622,16 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
             max_size=2,
         ),
         reset=st.booleans(),
+    ),
+    PushSubscribe: st.builds(
+        PushSubscribe,
+        subscription=st.none()
+        | st.builds(
+            WebPushSubscription,
+            endpoint=st.text(min_size=1, max_size=40),
+            expirationTime=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+            keys=st.builds(PushKeys, p256dh=st.text(max_size=20), auth=st.text(max_size=10)),
+        ),
     ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())

@@ -178,6 +178,8 @@ class Runner:
         hub = Hub.from_settings(self.settings, self._registry, **self._hub_options)
         async with AsyncExitStack() as stack:
             stack.callback(hub.store.close)
+            if hub.push is not None:  # the last closing pushes go out (briefly) before the store closes
+                stack.push_async_callback(hub.push.aclose)
             with anyio.fail_after(timeout):
                 transport = await stack.enter_async_context(self._make_transport(hub))
             try:

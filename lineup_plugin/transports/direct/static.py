@@ -78,6 +78,18 @@ CONTENT_TYPES: dict[str, str] = {
 }
 
 
+#: the App's Content-Security-Policy (index.html states it in a meta tag). A service worker does not
+#: take its page's policy: ``sw.js`` is served with this one as a header, so it runs under the same rules
+APP_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'"
+)
+#: headers of particular App files, beside the content type
+FILE_HEADERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sw.js": (("Content-Security-Policy", APP_POLICY),),
+}
+
+
 def packaged_app() -> Traversable:
     """The reference App shipped inside the package (``lineup_plugin/app``)."""
     return importlib.resources.files("lineup_plugin") / "app"
@@ -167,7 +179,8 @@ class AppFiles:
             return response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", NO_CACHE)
         version = parse_qs(urlsplit(request.path).query).get("v", [""])[-1]
         caching = IMMUTABLE if version == asset.etag else NO_CACHE
-        validators = (("ETag", f'W/"{asset.etag}"'), caching, ("Vary", "Accept-Encoding"))
+        own = FILE_HEADERS.get(PurePosixPath(unquote(urlsplit(request.path).path)).name, ())
+        validators = (("ETag", f'W/"{asset.etag}"'), caching, ("Vary", "Accept-Encoding"), *own)
         if _matches(request.headers.get("If-None-Match", ""), asset.etag):
             unchanged = response(HTTPStatus.NOT_MODIFIED, b"", asset.content_type, *validators)
             del unchanged.headers["Content-Length"]
