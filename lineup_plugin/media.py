@@ -221,13 +221,13 @@ class MediaStore:
         With ``check`` (a file from the App) the size, type and name limits apply; the agent's own
         files are only named safely.
         """
+        sha256 = hashlib.sha256(data).hexdigest()
         if check:
-            self._admit(name, mime, len(data))
+            self._admit(name, mime, len(data), sha256)
             check_content(mime, data[:16])
         if not check:
             name = _safe_name(name)
             mime = mime if _MIME.match(mime) else "application/octet-stream"
-        sha256 = hashlib.sha256(data).hexdigest()
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
             private_dir(self.incoming, root=self.data_dir)
@@ -260,7 +260,7 @@ class MediaStore:
         self.sweep()
         return StoredFile(sha256, name, mime, size, path)
 
-    def _admit(self, name: str, mime: str, size: int) -> None:
+    def _admit(self, name: str, mime: str, size: int, sha256: str | None = None) -> None:
         check_name(name)
         if size > self.max_bytes:
             raise MediaError(
@@ -270,7 +270,7 @@ class MediaStore:
             raise MediaError(
                 "file_type_refused", f"files of type {mime} are not accepted (accepted: {', '.join(self.types)})"
             )
-        if self.quota is not None:
+        if self.quota is not None and not (sha256 is not None and self.get(sha256) is not None):  # kept: no room
             taken = self.used() + sum(upload.begin.size for upload in self._uploads.values())
             if taken + size > self.quota:
                 days = self.retention / 86400.0
@@ -300,7 +300,7 @@ class MediaStore:
             raise MediaError("upload_failed", f"upload {begin.upload_id!r} is already under way")
         if sum(1 for upload in self._uploads.values() if upload.owner is owner) >= MAX_UPLOADS_PER_LINK:
             raise MediaError("upload_failed", f"at most {MAX_UPLOADS_PER_LINK} uploads at a time")
-        self._admit(begin.name, begin.mime, begin.size)
+        self._admit(begin.name, begin.mime, begin.size, begin.sha256)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
             private_dir(self.incoming, root=self.data_dir)
