@@ -5,6 +5,7 @@ which drives the session: every method here feeds the session one input and flus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,8 @@ class AgentSide:
     #: Web Push to the devices away (None: off; see :func:`lineup_plugin.hub.use_push`)
     push: PushService | None = None
     _waiters: dict[str, list[asyncio.Future[ToolResult]]]
+    _devices_changed: asyncio.Event  #: set when a device attaches or detaches (the hub's)
+    _device_expected_until = 0.0  #: loop time until which a transport brings a device (expect_device)
 
     def _flush(self, *, retry: bool = True) -> list[Event]:
         raise NotImplementedError  # the hub's
@@ -63,6 +66,34 @@ class AgentSide:
     def peers(self) -> list[Peer[Link]]:
         """The attached App devices."""
         return self.session.devices.peers
+
+    # ---------------------------------------------------------------------------- devices
+
+    @property
+    def connected(self) -> bool:
+        """Whether at least one App device is attached."""
+        return bool(self.session.devices)
+
+    async def wait_for_device(self) -> None:
+        """Return once at least one App device is attached."""
+        while not self.connected:
+            self._devices_changed.clear()
+            await self._devices_changed.wait()
+
+    def expect_device(self, within: float) -> None:
+        """A transport is bringing App devices (the relay logging in with devices paired): a call made
+        while none is attached waits up to ``within`` seconds for one before it fails ``no_app``.
+        ``expect_device(0)`` says the transport is there: the calls waiting go on at once."""
+        self._device_expected_until = asyncio.get_running_loop().time() + within
+        if within <= 0:
+            self._devices_changed.set()
+
+    async def _await_expected_device(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.connected and (left := self._device_expected_until - loop.time()) > 0:
+            self._devices_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._devices_changed.wait(), left)
 
     # ---------------------------------------------------------------------------- outgoing
 
@@ -118,8 +149,8 @@ class AgentSide:
         """The wait deadline in seconds for tool ``name`` (per-tool setting, else the default)."""
         return self.deadlines.get(name, self.deadline)
 
-    def _stored(self, call_id: str) -> Call | None:
-        """The call ``call_id`` as the session or else the store knows it."""
+    def stored_call(self, call_id: str) -> Call | None:
+        """The call ``call_id`` as the session or else the store knows it (None: never made)."""
         return self.session.calls.lookup(call_id) or self.store.get_call(call_id)
 
     async def call(
@@ -137,7 +168,7 @@ class AgentSide:
         another process forwarded, kept through a hand-over: see :meth:`release`). ``origin``
         says who asks (shown on the card).
         """
-        known = self._stored(call_id) if call_id is not None else None
+        known = self.stored_call(call_id) if call_id is not None else None
         if known is not None:
             self.session.calls.claim(known.call_id)
             self._arm_timer()
@@ -154,6 +185,7 @@ class AgentSide:
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
+        await self._await_expected_device()  # a transport bringing a device: not no_app meanwhile
         call = self.session.start_call(request, wait=wait, forwarded=detached, conversation_id=conversation_id)
         self._flush()
         return await self._wait(call, owner=not detached)
@@ -183,7 +215,7 @@ class AgentSide:
         """Apply an answer given on ``surface``, which is no attached device (an MCP Apps host's card):
         as a device's answer, the first wins and every device's card is dismissed. Returns why it
         was refused (the call ended already, the answer breaks the tool's outputSchema), or None."""
-        refused = self.session.answer_from(surface, result, self._stored(result.call_id))
+        refused = self.session.answer_from(surface, result, self.stored_call(result.call_id))
         self._flush()
         return refused
 

@@ -244,17 +244,6 @@ class Hub(AgentSide):
 
     # ---------------------------------------------------------------------------- devices
 
-    @property
-    def connected(self) -> bool:
-        """Whether at least one App device is attached."""
-        return bool(self.session.devices)
-
-    async def wait_for_device(self) -> None:
-        """Return once at least one App device is attached."""
-        while not self.connected:
-            self._devices_changed.clear()
-            await self._devices_changed.wait()
-
     def connect(self, link: Link, *, verify: Verifier | None = None, device_id: str | None = None) -> None:
         """A transport connection ``link`` opened: with ``verify`` the App must say ``device.hello``
         first and ``verify`` decides; without, the transport vouches for ``device_id``."""

@@ -9,7 +9,8 @@ Layout::
 An upload from the App comes as ``file.begin`` then ``file.chunk`` pieces over the App's own
 (authenticated) WebSocket or relay link. Everything that can be judged before a byte is kept is
 judged at ``file.begin``: the declared size against ``max_file_bytes``, the media type against
-``file_types``, the name (no path, no control characters). Each piece is decoded and appended to a
+``file_types``, the name (no path, no control characters), and the room left under
+``media_quota_bytes`` (the kept files and the uploads under way together). Each piece is decoded and appended to a
 ``.part`` file at once, so memory holds one piece, and the running total may never pass the
 declared size. A piece out of order, bad base64, too many bytes, a wrong SHA-256, an image whose
 bytes are not of its type, a link that closes or an upload left idle for
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import json
@@ -121,6 +123,7 @@ class MediaStore:
         max_bytes: int,
         types: Iterable[str],
         retention_days: float,
+        quota_bytes: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.data_dir = data_dir
@@ -128,6 +131,9 @@ class MediaStore:
         self.files = self.root / "files"
         self.incoming = self.root / "incoming"
         self.max_bytes = max_bytes
+        #: the most bytes the kept files may take together (None: no bound)
+        self.quota = quota_bytes
+        self._used: int | None = None  # bytes under files/, counted on first need
         self.types = tuple(types)
         self.retention = retention_days * 86400.0
         self.clock = clock
@@ -146,6 +152,7 @@ class MediaStore:
             max_bytes=settings.max_file_bytes,
             types=settings.file_types,
             retention_days=settings.media_retention_days,
+            quota_bytes=settings.media_quota_bytes,
         )
         store.sweep()
         return store
@@ -214,13 +221,13 @@ class MediaStore:
         With ``check`` (a file from the App) the size, type and name limits apply; the agent's own
         files are only named safely.
         """
+        sha256 = hashlib.sha256(data).hexdigest()
         if check:
-            self._admit(name, mime, len(data))
+            self._admit(name, mime, len(data), sha256)
             check_content(mime, data[:16])
         if not check:
             name = _safe_name(name)
             mime = mime if _MIME.match(mime) else "application/octet-stream"
-        sha256 = hashlib.sha256(data).hexdigest()
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
             private_dir(self.incoming, root=self.data_dir)
@@ -247,11 +254,13 @@ class MediaStore:
             os.utime(path)  # sent again: kept for another retention period
             path.chmod(FILE_MODE)  # kept by an older version that left it readable by others
         else:
+            self.used()  # counted before the new file is there
             os.replace(part, path)
+            self._used = (self._used or 0) + size
         self.sweep()
         return StoredFile(sha256, name, mime, size, path)
 
-    def _admit(self, name: str, mime: str, size: int) -> None:
+    def _admit(self, name: str, mime: str, size: int, sha256: str | None = None) -> None:
         check_name(name)
         if size > self.max_bytes:
             raise MediaError(
@@ -261,6 +270,26 @@ class MediaStore:
             raise MediaError(
                 "file_type_refused", f"files of type {mime} are not accepted (accepted: {', '.join(self.types)})"
             )
+        if self.quota is not None and not (sha256 is not None and self.get(sha256) is not None):  # kept: no room
+            taken = self.used() + sum(upload.begin.size for upload in self._uploads.values())
+            if taken + size > self.quota:
+                days = self.retention / 86400.0
+                raise MediaError(
+                    "storage_full",
+                    f"the agent's room for files is full ({taken:,} of {self.quota:,} bytes taken, {name!r} needs "
+                    f"{size:,}): files go after {days:g} days, or the owner raises media_quota_bytes",
+                )
+
+    def used(self) -> int:
+        """The bytes the kept files take (counted once from the disk, then kept up to date)."""
+        if self._used is None:
+            total = 0
+            for path in self.files.glob("*/*") if self.files.is_dir() else ():
+                if not path.suffix:
+                    with contextlib.suppress(OSError):
+                        total += path.stat().st_size
+            self._used = total
+        return self._used
 
     # ------------------------------------------------------------------------ uploads
 
@@ -271,7 +300,7 @@ class MediaStore:
             raise MediaError("upload_failed", f"upload {begin.upload_id!r} is already under way")
         if sum(1 for upload in self._uploads.values() if upload.owner is owner) >= MAX_UPLOADS_PER_LINK:
             raise MediaError("upload_failed", f"at most {MAX_UPLOADS_PER_LINK} uploads at a time")
-        self._admit(begin.name, begin.mime, begin.size)
+        self._admit(begin.name, begin.mime, begin.size, begin.sha256)
         part = self.incoming / f"{secrets.token_hex(8)}.part"
         try:
             private_dir(self.incoming, root=self.data_dir)
@@ -364,13 +393,15 @@ class MediaStore:
             if path.suffix:
                 continue
             try:
-                expired = path.stat().st_mtime < now - self.retention
+                info = path.stat()
             except OSError:
                 continue
-            if expired:
+            if info.st_mtime < now - self.retention:
                 path.with_suffix(".json").unlink(missing_ok=True)
                 path.unlink(missing_ok=True)
                 removed += 1
+                if self._used is not None:
+                    self._used = max(0, self._used - info.st_size)
         return removed
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import logging
@@ -118,7 +119,7 @@ def builtin_function_schemas(environ: dict[str, str] | None = None) -> list[dict
 
 def plugins_fingerprint(environ: dict[str, str] | None = None) -> str:
     """What the tool schemas depend on, as one hash: this package's version, each installed and not
-    blocked plugin (entry point, distribution version, the size and time of its top module file)
+    blocked plugin (entry point, distribution version, the size and time of each file of its module or package)
     and the blocked names. Reads metadata and file times only; imports no plugin."""
     from importlib.metadata import PackageNotFoundError, entry_points, version
 
@@ -132,15 +133,37 @@ def plugins_fingerprint(environ: dict[str, str] | None = None) -> str:
         if ep.name in blocked:
             continue
         dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist is not None else ""
-        stamp: list[int] = []
+        stamp: list[Any] = []
         with contextlib.suppress(ImportError, ValueError, OSError):
             spec = importlib.util.find_spec(ep.module.split(".")[0])  # a top-level name: nothing is imported
-            if spec is not None and spec.origin and os.path.exists(spec.origin):
-                info = os.stat(spec.origin)
-                stamp = [info.st_size, info.st_mtime_ns]
+            if spec is not None:
+                stamp = _source_stamp(spec)
         plugins.append([ep.name, ep.value, dist, stamp])
     text = json.dumps({"lineup": lineup, "plugins": plugins, "blocked": sorted(blocked)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+#: files of one plugin package looked at for its fingerprint (a plugin with more is stamped by these)
+STAMP_FILES = 2000
+
+
+def _source_stamp(spec: importlib.machinery.ModuleSpec) -> list[Any]:
+    """The name, size and time of every file a plugin's top-level module or package is made of
+    (``__pycache__`` and hidden directories left out): an editable install's submodule that changes
+    without a version bump changes the stamp. Stats files only; reads and imports nothing."""
+    files: list[str] = [spec.origin] if spec.origin and os.path.exists(spec.origin) else []
+    for root in spec.submodule_search_locations or ():
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            files.extend(os.path.join(folder, name) for name in sorted(names))
+            if len(files) > STAMP_FILES:
+                break
+    stamp: list[Any] = []
+    for path in files[:STAMP_FILES]:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            stamp.append([path, info.st_size, info.st_mtime_ns])
+    return stamp
 
 
 def cached_function_schemas(data_dir: Path, environ: dict[str, str] | None = None) -> list[dict[str, Any]] | None:

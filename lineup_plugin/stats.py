@@ -56,12 +56,25 @@ def parse_since(text: str, *, now: float | None = None) -> float:
     parts = _DURATION.findall(spec)
     if parts and "".join(number + unit for number, unit in parts) == spec:
         seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
-        return (time.time() if now is None else now) - seconds
+        since = (time.time() if now is None else now) - seconds
+        if not is_time(since):
+            raise ConfigError(f"--since: {text!r} goes back before the year 1")
+        return since
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ConfigError(f"--since: expected a duration (30m, 1h, 7d) or an ISO time, not {text!r}") from None
     return (when if when.tzinfo is not None else when.astimezone()).timestamp()
+
+
+#: the times a since can name: those a date can show (years 1 to 9999)
+EARLIEST = -62135596800.0
+LATEST = 253402300799.0
+
+
+def is_time(at: float) -> bool:
+    """Whether ``at`` (seconds since the epoch) is a time a date can show: finite, years 1 to 9999."""
+    return math.isfinite(at) and EARLIEST <= at <= LATEST
 
 
 def percentile(values: list[float], p: float) -> float | None:

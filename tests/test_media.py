@@ -192,6 +192,52 @@ async def test_an_idle_upload_is_dropped_and_a_chunk_without_begin_is_refused(tm
         media.chunk("another link", FileChunk(upload_id="u2", seq=0, data="AAAA"))
 
 
+async def test_uploads_past_the_data_dirs_quota_are_refused_storage_full_counting_kept_and_under_way(
+    tmp_path: Path,
+) -> None:
+    """An App (or a stolen token) filling the disk 20 MiB a file: the files together have a bound."""
+    settings = make_settings(tmp_path, max_file_bytes=LIMIT, media_quota_bytes=25_000)
+    hub = Hub(load_registry(load_entrypoints=False), media=MediaStore.from_settings(settings), on_files=Received())
+    async with DirectServer.from_settings(hub, settings) as server:
+        app = await WsApp.connect(server)
+        first = await upload(app, PNG + os.urandom(10_000), upload_id="u1")
+        assert isinstance(first, FileStored)
+        again = await upload(app, PNG + os.urandom(10_000))
+        assert isinstance(again, FileStored)
+        error = await upload(app, PNG + os.urandom(5_000))
+        assert isinstance(error, Error) and error.code == "storage_full" and error.upload_id == "u1"
+        assert f"{2 * (len(PNG) + 10_000):,} of 25,000 bytes taken" in error.message
+        assert "media_quota_bytes" in error.message
+        await app.close()
+    assert len(leftovers(server)) == 4  # the two kept files and their metadata: nothing of the third
+    restarted = MediaStore.from_settings(settings)  # a new process counts what is on disk
+    with pytest.raises(MediaError, match="room for files is full"):
+        restarted.put(PNG + os.urandom(5_000), "late.png", "image/png")
+    kept = restarted.get(first.file.id)
+    assert kept is not None  # a file kept already takes no more room when it is sent again
+    assert restarted.put(kept.path.read_bytes(), "again.png", "image/png").sha256 == first.file.id
+    under_way = MediaStore(tmp_path / "b", max_bytes=LIMIT, types=["image/*"], retention_days=1, quota_bytes=25_000)
+    under_way.begin("link", FileBegin(upload_id="a", name="a.png", mime="image/png", size=20_000))
+    with pytest.raises(MediaError) as refused_begin:
+        under_way.begin("link", FileBegin(upload_id="b", name="b.png", mime="image/png", size=10_000))
+    assert refused_begin.value.code == "storage_full"
+
+
+def test_files_past_their_retention_make_room_under_the_quota(tmp_path: Path) -> None:
+    now = [time.time()]
+    media = MediaStore(
+        tmp_path, max_bytes=LIMIT, types=["image/*"], retention_days=1, quota_bytes=2_000, clock=lambda: now[0]
+    )
+    old = media.put(PNG + b"o" * 1_500, "old.png", "image/png")
+    with pytest.raises(MediaError):
+        media.put(PNG + b"n" * 1_000, "new.png", "image/png")
+    os.utime(old.path, (now[0] - 2 * 86400, now[0] - 2 * 86400))
+    now[0] += 3601
+    media.sweep()
+    assert media.used() == 0
+    assert media.put(PNG + b"n" * 1_000, "new.png", "image/png").size == len(PNG) + 1_000
+
+
 async def test_text_naming_a_file_never_uploaded_is_refused(server: DirectServer) -> None:
     app = await WsApp.connect(server)
     ghost = Attachment(id="ab" * 32, name="ghost.png", mime="image/png", size=3)

@@ -127,6 +127,12 @@ SCHEMA: dict[str, Any] = {'additionalProperties': False,
                                'items': {'type': 'string'},
                                'title': 'File Types',
                                'type': 'array'},
+                'media_quota_bytes': {'default': 1073741824,
+                                      'description': 'the most bytes the files the App sends may take in '
+                                                     '<data_dir>/media together',
+                                      'minimum': 1024,
+                                      'title': 'Media Quota Bytes',
+                                      'type': 'integer'},
                 'media_retention_days': {'default': 30.0,
                                          'description': 'days a file sent either way is kept in '
                                                         '<data_dir>/media',

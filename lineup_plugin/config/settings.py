@@ -148,6 +148,11 @@ class Settings(BaseModel):
         default_factory=lambda: list(DEFAULT_FILE_TYPES),
         description="the media types the App may send (type/* admits a whole type)",
     )
+    media_quota_bytes: int = Field(
+        default=1024 * 1024 * 1024,
+        ge=1024,
+        description="the most bytes the files the App sends may take in <data_dir>/media together",
+    )
     media_retention_days: float = Field(
         default=30.0, gt=0, description="days a file sent either way is kept in <data_dir>/media"
     )

@@ -34,7 +34,7 @@ from pydantic import Field, StrictFloat, StrictInt
 from ..errors import ProtocolError
 from .base import WireModel, validate
 from .codec import check_storable
-from .messages import AgentState, Origin, ToolResult
+from .messages import MAX_TEXT, AgentState, Origin, ToolResult
 
 #: the longest line either side sends (bytes, the newline included)
 MAX_LINE = 1_048_576
@@ -82,7 +82,7 @@ class TextLine(WireModel):
     """The asking process's session's reply, shown on the App (no answer)."""
 
     op: Literal["text"] = "text"
-    text: Annotated[str, Field(min_length=1)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
     conversation: ConversationRef | None = None
 
 
@@ -154,6 +154,8 @@ def parse_line(raw: bytes) -> dict[str, Any]:
         obj = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
+    except RecursionError:  # nested thousands deep: the decoder gives up before check_storable sees it
+        raise ProtocolError("not JSON LineUp takes: nested too deep") from None
     check_storable(obj)
     if not isinstance(obj, dict):
         raise ProtocolError("not a JSON object")

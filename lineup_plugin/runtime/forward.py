@@ -11,7 +11,10 @@ file and the threads.
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
-seconds, sends a wrong token, a line too long or not a JSON object is told why and closed.
+seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, or a text over
+:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters is told why and closed. A call id
+belongs to the connection that asked it: another connection asking the same id while it waits,
+or asking for a call this process made itself, is refused (and its leaving cancels nothing).
 
 **Hand-over.** The call keeps its id across processes. When the serving process stops, it lets
 go of the forwarded calls without ending them (:meth:`Hub.release
@@ -66,7 +69,7 @@ from ..protocol.forward import (
     parse_line,
 )
 from ..protocol.live import INTERRUPTED
-from ..protocol.messages import Origin, ToolResult
+from ..protocol.messages import MAX_TEXT, Origin, ToolResult
 from .base import Conversation
 
 log = logging.getLogger(__name__)
@@ -283,6 +286,7 @@ class ForwardServer:
         where = await self._conversation(request.conversation)
         call_id = request.call_id
         log.info("lineup: forwarded call %s (%s) from pid %s", call_id, request.name, hello.pid)
+        self._check_claim(call_id)
         self.open_calls[call_id] = link
         options: dict[str, Any] = {"call_id": call_id, "origin": request.origin, "detached": True}
         deadline = float(request.deadline) if request.deadline is not None else None
@@ -297,6 +301,15 @@ class ForwardServer:
         if result is not None:
             link.put(ResultLine(result=result))
             await link.writer.drain()
+
+    def _check_claim(self, call_id: str) -> None:
+        """A forwarder may ask a call id that is new, or wait again on a forwarded call no other
+        connection waits on (the hand-over); ProtocolError for anything else: the call is another's."""
+        if call_id in self.open_calls:
+            raise ProtocolError(f"call_id: {call_id!r} is another connection's call")
+        known = self.hub.stored_call(call_id)
+        if known is not None and not known.forwarded:
+            raise ProtocolError(f"call_id: {call_id!r} is a call this process made, not a forwarded one")
 
     async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
         """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
@@ -438,7 +451,10 @@ class Forwarder:
         return sock
 
     def notify(self, message: StatusLine | TextLine, timeout: float = 1.0) -> None:
-        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none."""
+        """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none.
+        A text is cut to :data:`MAX_TEXT` characters, as the serving process cuts its own replies."""
+        if isinstance(message, TextLine) and len(message.text) > MAX_TEXT:
+            message = message.model_copy(update={"text": message.text[:MAX_TEXT]})
         with self._connect(timeout) as sock:
             try:
                 sock.sendall(encode_line(message))

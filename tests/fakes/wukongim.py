@@ -24,7 +24,7 @@ and the official JS SDK can tell the difference:
   set every call needs the ``token`` header, as the real API middleware does.
 
 Tests watch it through :attr:`messages`, :attr:`recvacks`, :attr:`http_calls` and
-:meth:`wait_until`, and break it on purpose with :meth:`inject`, :meth:`drop`, :meth:`kick`,
+:meth:`wait_until`, and break it on purpose with :meth:`inject`, :meth:`drop`, :meth:`kick`, :attr:`lose_pushes`,
 :attr:`connect_reasons`, :attr:`send_reasons`, :attr:`connack_override`, :attr:`answer_sends`
 and :attr:`answer_pings`. :class:`JsSdkApp` runs the official JS SDK against it (``tests/js/app.mjs``).
 """
@@ -159,6 +159,8 @@ class FakeWuKongIM:
         self.send_reasons: dict[str, int] = {}
         self.answer_pings = True
         self.answer_sends = True
+        #: per uid, how many of the next pushes to it are lost (stored, never pushed: a live link's loss)
+        self.lose_pushes: dict[str, int] = {}
         self.unanswered: list[SendPacket] = []
         self.connack_override: bytes | None = None
         self.pings = 0
@@ -438,6 +440,9 @@ class FakeWuKongIM:
             members = self.groups.get(stored.channel_id, set())
             targets = [(c, stored.channel_id, stored.flags) for c in self.connections if c.authed and c.uid in members]
         for conn, channel_id, flags in targets:
+            if self.lose_pushes.get(conn.uid, 0) > 0:
+                self.lose_pushes[conn.uid] -= 1
+                continue
             if conn is not exclude:
                 await self._push(conn, stored, channel_id, flags)
 

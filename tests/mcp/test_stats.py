@@ -186,6 +186,25 @@ async def test_the_server_answers_its_metering_to_the_token_only(tmp_path: Path)
         assert status == 503 and "store: memory" in json.loads(body)["error"]
 
 
+async def test_a_since_no_date_can_show_is_refused_400_not_500(tmp_path: Path) -> None:
+    """``since=1e308`` is a finite number but no date: it was counted, then failed as its ISO form."""
+    from lineup_plugin import Hub, load_registry
+    from tests.transports.test_direct import TOKEN as SERVER_TOKEN
+    from tests.transports.test_direct import http_get, running
+
+    bearer = {"Authorization": f"Bearer {SERVER_TOKEN}"}
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    async with running(tmp_path, hub=Hub(load_registry(load_entrypoints=False), store=store)) as server:
+        for bad in ("1e308", "-1e308", "253402300800", "-62135596801"):
+            status, _, body = await http_get(server.port, f"/api/stats?since={bad}", bearer)
+            assert status == 400 and "since: expected seconds since the epoch" in json.loads(body)["error"]
+        status, _, body = await http_get(server.port, "/api/stats?since=253402300799", bearer)  # 9999-12-31
+        assert status == 200 and json.loads(body)["since"] == "9999-12-31T23:59:59+00:00"
+    store.close()
+    with pytest.raises(ConfigError, match="before the year 1"):
+        parse_since("99999999999w", now=0)
+
+
 async def test_the_server_counts_page_by_page_what_lineup_stats_counts_at_once(tmp_path: Path) -> None:
     from lineup_plugin.protocol.session import Audit
     from lineup_plugin.transports.direct.api import STATS_PAGE, store_stats

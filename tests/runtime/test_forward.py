@@ -24,7 +24,7 @@ import pytest
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
-from lineup_plugin.protocol.messages import AgentStop, ToolCall, ToolCancel
+from lineup_plugin.protocol.messages import MAX_TEXT, AgentStop, Text, ToolCall, ToolCancel, ToolResult
 from lineup_plugin.protocol.session import RESTARTED
 from lineup_plugin.runtime import forward
 from lineup_plugin.runtime.base import Conversation
@@ -345,6 +345,68 @@ async def test_a_bad_request_on_the_forwarding_socket_is_refused_naming_the_fiel
     data = (json.dumps({"op": "hello", "token": token}) + "\n" + json.dumps(request_) + "\n").encode()
     answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
     assert answer["op"] == "error" and says in answer["message"]
+
+
+async def test_a_line_nested_thousands_deep_is_refused_with_a_reply_and_the_server_serves_on(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, port: int
+) -> None:
+    """JSON nested 5,000 deep made the decoder raise RecursionError: no reply, a task error logged."""
+    deep = b"[" * 5_000 + b"]" * 5_000 + b"\n"
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), deep)
+    assert answer["op"] == "error" and "nested too deep" in answer["message"]
+    token = (tmp_path / forward.TOKEN_FILE).read_text()
+    hello = json.dumps({"op": "hello", "token": token}).encode() + b"\n"
+    text = b'{"op": "text", "text": ' + b"[" * 5_000 + b"]" * 5_000 + b"}\n"
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), hello + text)
+    assert answer["op"] == "error" and "nested too deep" in answer["message"]
+    app, asking, _ = await asked(services[1], port)  # the server still serves
+    await app.close()
+    asking.interrupted.set()
+    await asking.result()
+
+
+async def test_a_forwarded_text_over_100000_characters_is_refused_and_the_forwarder_cuts_its_own(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, port: int
+) -> None:
+    token = (tmp_path / forward.TOKEN_FILE).read_text()
+    request = {"op": "text", "text": "x" * (MAX_TEXT + 1)}
+    data = (json.dumps({"op": "hello", "token": token}) + "\n" + json.dumps(request) + "\n").encode()
+    answer = await asyncio.to_thread(exchange, forward.socket_path(tmp_path), data)
+    assert answer["op"] == "error" and f"text: string should have at most {MAX_TEXT} characters" in answer["message"]
+    app = await connect(port)
+    await asyncio.to_thread(services[1].send_text, "y" * (MAX_TEXT + 5_000))  # a long reply of a CLI
+    text = (await app.next("text")).payload
+    assert isinstance(text, Text) and text.text == "y" * MAX_TEXT
+    await app.close()
+
+
+async def test_a_forwarder_cannot_claim_another_forwarders_call_nor_cancel_it_by_leaving(
+    services: tuple[LineUpService, LineUpService], tmp_path: Path, port: int
+) -> None:
+    app = await connect(port)
+    first = await asyncio.to_thread(forward_raw, tmp_path, "call-of-the-first")
+    call = await app.next_call()
+    assert call.call_id == "call-of-the-first"
+    second = await asyncio.to_thread(forward_raw, tmp_path, "call-of-the-first")  # the same id, another connection
+    second.settimeout(30)
+    refused = json.loads(await asyncio.to_thread(second.recv, 65536))
+    assert refused["op"] == "error" and "another connection's call" in refused["message"]
+    second.close()
+    await app.send(ToolResult(call_id=call.call_id, status="completed", result={"selected": "yes", "index": 0}))
+    first.settimeout(30)
+    answer = json.loads(await asyncio.to_thread(first.recv, 65536))  # the answer reaches its own asker
+    assert answer["op"] == "result" and answer["result"]["status"] == "completed"
+    first.close()
+    asking = Asking(services[0])  # the serving process's own call: no forwarder may wait on it
+    own = await app.next_call()
+    claim = await asyncio.to_thread(forward_raw, tmp_path, own.call_id)
+    claim.settimeout(30)
+    refused = json.loads(await asyncio.to_thread(claim.recv, 65536))
+    assert refused["op"] == "error" and "not a forwarded one" in refused["message"]
+    claim.close()
+    await app.send(ToolResult(call_id=own.call_id, status="completed", result={"selected": "no", "index": 1}))
+    assert (await asking.result()).status == "completed"  # the claim that left cancelled nothing
+    await app.close()
 
 
 def test_the_socket_and_its_token_are_private_to_this_user(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import json
 import os
 import subprocess
@@ -519,6 +520,35 @@ def test_kept_schemas_are_used_only_for_the_same_plugins(tmp_path: Path) -> None
     assert cached_function_schemas(tmp_path, {"LINEUP_BLOCK_PLUGINS": "weather"}) is None
     (tmp_path / SCHEMA_CACHE).write_text("{not json")
     assert cached_function_schemas(tmp_path) is None
+
+
+def test_kept_schemas_are_not_used_after_a_plugins_submodule_changes_without_a_version_bump(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install: the plugin's tools live in a submodule that changes, its version stays."""
+    site = tmp_path / "site"
+    package = site / "lineup_fake_editable"
+    (package / "tools").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .tools.weather import register_tools\n")
+    (package / "tools" / "__init__.py").write_text("")
+    weather = package / "tools" / "weather.py"
+    weather.write_text("def register_tools(register): ...  # takes city\n")
+    info = site / "lineup_fake_editable-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lineup-fake-editable\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[lineup]\nfake_editable = lineup_fake_editable\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    assert "fake_editable" in third_party_plugins()
+    data_dir = tmp_path / "data"
+    schemas = [{"name": "weather", "description": "today", "parameters": {"type": "object", "properties": {}}}]
+    remember_function_schemas(data_dir, schemas)
+    assert cached_function_schemas(data_dir) == schemas
+    weather.write_text("def register_tools(register): ...  # takes city and day\n")  # a new size
+    os.utime(weather, ns=(weather.stat().st_atime_ns, weather.stat().st_mtime_ns + 1_000_000_000))
+    assert cached_function_schemas(data_dir) is None  # stale: the registry is loaded again
+    remember_function_schemas(data_dir, schemas)
+    assert cached_function_schemas(data_dir) == schemas
 
 
 def test_a_cron_jobs_or_subagents_call_names_its_session_kind() -> None:

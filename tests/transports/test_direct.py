@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 import stat
@@ -452,3 +453,43 @@ async def test_wait_for_device_returns_once_an_app_is_attached(tmp_path: Path) -
         async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
             await ws.send(hello_text("phone", server.token))
             await waiting
+
+
+async def test_a_new_apps_welcome_does_not_wait_behind_the_texts_other_apps_already_sent(tmp_path: Path) -> None:
+    """30 Apps sending text at 19/s kept a new App's welcome back 5-12 s: each App's messages read
+    already were handled without a turn for anyone else. Judged by events: how many of the texts
+    waiting when the new App connects were handled before its welcome."""
+    apps_count, each = 10, 100
+    handled: list[str] = []
+    all_handled = asyncio.Event()
+
+    def on_text(device: str, text: str) -> None:
+        handled.append(text)
+        if len(handled) == apps_count * each:
+            all_handled.set()
+
+    settings = make_settings(tmp_path, max_queue=100_000)
+    hub = Hub(load_registry(load_entrypoints=False), on_text=on_text)
+    unlimited = Limits(message_rate=1e9, message_burst=1_000_000_000)  # the Apps' pace is not the point here
+    async with DirectServer.from_settings(hub, settings, limits=unlimited) as server:
+        apps = [await WsApp.connect(server, f"busy-{i}") for i in range(apps_count)]
+
+        async def drain(app: WsApp) -> None:
+            with contextlib.suppress(ConnectionClosed):
+                while True:
+                    await app.ws.recv()
+
+        readers = [asyncio.create_task(drain(app)) for app in apps]
+        for i, app in enumerate(apps):  # every App's texts sent at once: they wait at the server
+            for n in range(each):
+                await app.ws.send(encode_from(app.device_id, Text(text=f"{i}-{n}")))
+        waiting = apps_count * each - len(handled)
+        assert waiting > apps_count * each // 2
+        newcomer = await WsApp.connect(server, "newcomer")  # returns once its welcome is read
+        before_welcome = len(handled) - (apps_count * each - waiting)
+        assert before_welcome < waiting // 2, f"{before_welcome} of {waiting} waiting texts went before the welcome"
+        readers.append(asyncio.create_task(drain(newcomer)))
+        await asyncio.wait_for(all_handled.wait(), 60)  # and nothing was lost
+        for app in [*apps, newcomer]:
+            await app.close()
+        await asyncio.gather(*readers)

@@ -179,6 +179,43 @@ def test_revoke_drops_devices_and_keys_and_a_running_agent_sees_it(tmp_path: Pat
     assert (after.app_token, after.agent_key) != (before.app_token, before.agent_key)
 
 
+def test_a_flood_of_pairings_never_drops_the_phone_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 pairings in a moment (someone with the App token) dropped the oldest device: the real phone."""
+    from lineup_plugin.errors import RelayError
+    from lineup_plugin.transports.wukongim import pairing
+
+    pairings, app, phone = paired(tmp_path)
+    channel = pairings.channel(phone)
+    assert channel is not None
+    channel.open(app.seal("{}"))  # the phone is in use: it sent a message (its floor is not written yet)
+
+    def stranger() -> str:
+        return b64url(X25519PrivateKey.generate().public_key().public_bytes_raw())
+
+    outcomes = []
+    for _ in range(40):
+        try:
+            pairings.pair(stranger())
+            outcomes.append("paired")
+        except RelayError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[: pairing.PAIR_RATE - 1] == ["paired"] * (pairing.PAIR_RATE - 1)  # the phone was the first
+    assert all("too many new pairings" in outcome for outcome in outcomes[pairing.PAIR_RATE - 1 :])
+    assert pairings.channel(phone) is not None and not pairings.revoked(phone)
+
+    monkeypatch.setattr(pairing, "PAIR_RATE", 1000)  # a slow flood, past the cap: unused devices go first
+    for _ in range(40):
+        pairings.pair(stranger())
+    state = pairings.state
+    assert state is not None and len(state.devices) == pairing.MAX_DEVICES and phone in state.devices
+    for pairing_id in list(state.devices):  # every device now has sent a message: none is dropped for a new one
+        state.devices[pairing_id].floor = max(state.devices[pairing_id].floor, 1)
+    pairings.save(state)
+    with pytest.raises(RelayError, match="each has been used: run `lineup pair --revoke`"):
+        pairings.pair(stranger())
+    assert pairings.state is not None and phone in pairings.state.devices
+
+
 def test_a_damaged_pairing_file_names_the_way_out(tmp_path: Path) -> None:
     (tmp_path / "pairing.json").write_text('{"v": 1, "devices": 3}')
     with pytest.raises(ConfigError, match="lineup pair --revoke"):
@@ -354,6 +391,25 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         assert refused["code"] == "pairing_revoked" and "pair it again" in refused["message"]
         assert hub.peers == []  # calls fail no_app again
         await session.close()
+
+
+async def test_after_lineup_pair_revoke_a_new_call_fails_no_app_instead_of_waiting_for_its_deadline(
+    im: FakeWuKongIM, tmp_path: Path
+) -> None:
+    hub = make_hub()
+    pairings = Pairings(tmp_path, AGENT, APP)
+    _, device = pairings.pair(b64url(X25519PrivateKey.generate().public_key().public_bytes_raw()))
+    wk = WuKongIMSettings(api_url=im.api_url, ws_url=im.ws_url, uid=AGENT, app_uid=APP, text_cards="never")
+    async with Relay(wk, hub, timers=FAST, pairings=pairings) as relay:
+        with anyio.fail_after(GUARD):
+            await relay.connected.wait()
+        assert [peer.device_id for peer in hub.peers] == [f"wukongim:{APP}/{device.pairing_id}"]
+        Pairings(tmp_path, AGENT, APP).revoke()  # `lineup pair --revoke` in another process; the phone is silent
+        with anyio.fail_after(GUARD):
+            while hub.peers:  # the relay looks at the pairing file while it runs (a condition, not a time)
+                await asyncio.sleep(0.05)
+            result = await hub.agent_call("choice", {"question": "Q?", "options": ["a", "b"]}, deadline=600)
+        assert result.result["error"] == "no_app"
 
 
 def test_counters_go_up_after_a_restart_with_the_clock_set_back(

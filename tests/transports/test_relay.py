@@ -118,6 +118,39 @@ async def test_choice_round_trip_with_a_python_app(server: FakeWuKongIM) -> None
     assert (result.status, result.result) == ("completed", {"selected": "预发布", "index": 1})
 
 
+async def test_a_call_right_after_start_waits_for_the_im_connection_instead_of_failing_no_app(
+    server: FakeWuKongIM,
+) -> None:
+    hub = make_hub()
+    config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, text_cards="never")
+    async with py_app(server) as app, Relay(config, hub, timers=FAST) as relay:
+        assert not relay.connected.is_set() and hub.peers == []  # the relay is only starting
+        call = asyncio.create_task(hub.agent_call("choice", {"question": "Now?", "options": ["yes", "no"]}))
+        request = await app.next("tool.call")
+        await app.send("tool.result", {"call_id": request["payload"]["call_id"], "result": {"selected": "yes"}})
+        with anyio.fail_after(GUARD):
+            result = await call
+    assert result.status == "completed"
+
+
+async def test_an_answer_whose_push_was_lost_on_a_live_link_is_fetched_and_the_call_completes(
+    server: FakeWuKongIM,
+) -> None:
+    hub = make_hub()
+    config = WuKongIMSettings(api_url=server.api_url, uid=AGENT, app_uid=APP, text_cards="never")
+    async with py_app(server) as app, Relay(config, hub, timers=FAST, sync_every=0.5) as relay:
+        with anyio.fail_after(GUARD):
+            await relay.connected.wait()
+        call = asyncio.create_task(hub.agent_call("choice", {"question": "Lost?", "options": ["yes", "no"]}))
+        request = await app.next("tool.call")
+        server.lose_pushes[AGENT] = 1  # WuKongIM stores the answer but never pushes it to the agent
+        await app.send("tool.result", {"call_id": request["payload"]["call_id"], "result": {"selected": "no"}})
+        with anyio.fail_after(GUARD):
+            result = await call
+        assert relay.connected.is_set() and server.lose_pushes[AGENT] == 0  # the link stayed up throughout
+    assert (result.status, result.result["selected"]) == ("completed", "no")
+
+
 async def test_the_app_user_is_attached_once_connected(server: FakeWuKongIM) -> None:
     hub = make_hub()
     async with py_app(server) as app, running_relay(server, hub) as relay:

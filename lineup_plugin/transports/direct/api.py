@@ -36,7 +36,7 @@ from websockets.http11 import Request, Response
 
 from ...errors import LineUpError, TransportError
 from ...hub import Hub
-from ...stats import Meter, Stats
+from ...stats import Meter, Stats, is_time
 from ...store import AuditPages
 from .auth import TOKEN_FILE, AuthThrottle, load_or_create_token, token_matches
 
@@ -157,7 +157,7 @@ class HttpApi:
                 since = float(values[-1])
             except ValueError:
                 since = math.nan
-            if not math.isfinite(since):
+            if not is_time(since):  # 1e308 is finite but no date: its ISO form would fail as a 500
                 return problem(HTTPStatus.BAD_REQUEST, "since: expected seconds since the epoch, e.g. since=1764547200")
         store = self.hub.store
         if not isinstance(store, AuditPages):

@@ -645,6 +645,10 @@ class DirectServer:
             except Exception:  # a bug must cost one message, not the connection
                 log.exception("the hub failed on a message from %s", link.name)
                 self._tell(link, "internal_error", "the agent could not handle this message")
+            # One message, then a turn for every other connection: the next message may be read
+            # already and would be handled at once, without yielding, so a busy App could take the
+            # loop for as long as it keeps sending, and a new App's hello waited behind all of it.
+            await asyncio.sleep(0)
 
     def _tell(self, link: DirectLink, code: str, message: str) -> None:
         self.hub.reply(link, Error(code=code, message=message))

@@ -22,13 +22,14 @@ import json
 import os
 import secrets
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from lineup_plugin.errors import ConfigError, RelayProtocolError
+from lineup_plugin.errors import ConfigError, RelayError, RelayProtocolError
 from lineup_plugin.private import private_dir, private_file
 
 from .e2e import AgentKey, Channel, b64url, from_b64url
@@ -36,8 +37,11 @@ from .e2e import AgentKey, Channel, b64url, from_b64url
 FILE_NAME = "pairing.json"
 #: revoked pairing ids remembered (to tell such an App why it is refused)
 REVOKED_KEPT = 64
-#: paired devices at most; pairing one more drops the oldest
+#: paired devices at most; pairing one more drops the oldest that never sent a message
 MAX_DEVICES = 16
+#: new devices paired at most per :data:`PAIR_WINDOW` seconds, per process (pairing again is free)
+PAIR_RATE = 8
+PAIR_WINDOW = 60.0
 #: seconds between writes of the replay floors (and at close); the store's envelope ids dedupe the rest
 FLOOR_WRITE_EVERY = 1.0
 
@@ -96,6 +100,7 @@ class Pairings:
         self._state: PairingState | None = None
         self._channels: dict[str, Channel] = {}
         self._floors_written = 0.0
+        self._paired_at: deque[float] = deque()  # monotonic times of the last new pairings
 
     # -- the file ------------------------------------------------------------------------------
 
@@ -133,20 +138,47 @@ class Pairings:
     # -- pairing -------------------------------------------------------------------------------
 
     def pair(self, app_key: str) -> tuple[PairingState, Device]:
-        """Pair the device whose public key is ``app_key`` (again: the same pairing); saved."""
+        """Pair the device whose public key is ``app_key`` (again: the same pairing); saved.
+
+        A flood of pairings cannot drop a device in use: at most :data:`PAIR_RATE` new devices
+        per :data:`PAIR_WINDOW` seconds, and past :data:`MAX_DEVICES` only the oldest device that
+        never sent a message goes; when every device has, the new one is refused (RelayError).
+        """
         from_b64url(app_key, "the App key", 32)
         state = self.state or PairingState.new()
         for device in state.devices.values():
             if device.app_key == app_key:
                 return state, device
-        device = Device(f"pair_{secrets.token_hex(8)}", app_key, time.time())
-        state.devices[device.pairing_id] = device
-        while len(state.devices) > MAX_DEVICES:
-            oldest = min(state.devices.values(), key=lambda d: d.created)
+        now = time.monotonic()
+        while self._paired_at and self._paired_at[0] <= now - PAIR_WINDOW:
+            self._paired_at.popleft()
+        if len(self._paired_at) >= PAIR_RATE:
+            wait = self._paired_at[0] + PAIR_WINDOW - now
+            raise RelayError(
+                f"too many new pairings: at most {PAIR_RATE} devices a minute; try again in {wait:.0f} s"
+            )
+        self.keep_floors(now=True)  # the counters of the open channels first: saving drops the channels
+        state = self.state or state
+        if len(state.devices) >= MAX_DEVICES:
+            unused = [d for d in state.devices.values() if not self._used(d)]
+            if not unused:
+                raise RelayError(
+                    f"{MAX_DEVICES} devices are paired and each has been used: run `lineup pair --revoke` "
+                    "to start over, then pair the devices you keep"
+                )
+            oldest = min(unused, key=lambda d: d.created)
             del state.devices[oldest.pairing_id]
             state.revoked = [*state.revoked, oldest.pairing_id][-REVOKED_KEPT:]
+        device = Device(f"pair_{secrets.token_hex(8)}", app_key, time.time())
+        state.devices[device.pairing_id] = device
         self.save(state)
+        self._paired_at.append(now)
         return state, device
+
+    def _used(self, device: Device) -> bool:
+        """Whether ``device`` ever sent the agent a message it took (its replay floor moved)."""
+        channel = self._channels.get(device.pairing_id)
+        return device.floor > 0 or (channel is not None and channel.window.highest > 0)
 
     def pair_link(self) -> tuple[PairingState, Device, str]:
         """Pair a device whose key pair the agent makes (for a link); also returns its private key."""

@@ -34,7 +34,16 @@ message id, clientMsgNo or envelope id) are dropped before they reach the hub.
 
 WuKongIM pushes a message only to connections that are up when it arrives. So after a
 reconnection the relay fetches what the App user sent meanwhile (``POST /channel/messagesync``
-from the last sequence number it saw on the channel) and handles it like pushed messages.
+from the last sequence number it saw on the channel) and handles it like pushed messages; and
+while connected, every :data:`SYNC_EVERY` seconds while a call is open or messages came, it reads
+the channel again from where its last such look ended, so a message stored but never pushed on a
+live link (an answer) is handled too (what was pushed already is dropped as a re-delivery).
+
+Until the first connection is up (one connect timeout at most) a call waits for the devices the
+relay will attach rather than fail ``no_app`` at once (:meth:`Hub.expect_device
+<lineup_plugin.hub.Hub.expect_device>`); then a call with nobody attached fails ``no_app`` at
+once. The pairing file is looked at every :data:`CHECK_EVERY` seconds: the devices ``lineup pair
+--revoke`` dropped are detached, so a new call fails ``no_app`` instead of waiting for its deadline.
 
 HTTP API use: ``GET /route`` finds the WebSocket address unless ``ws_url`` is set, with a
 ``manager_token`` the relay registers the agent's token itself with ``POST /user/token``, and
@@ -81,6 +90,11 @@ DEDUPE_WINDOW = 4096
 #: envelopes that may wait for WuKongIM before the relay refuses more (and re-syncs the App later)
 OUTBOX_LIMIT = 4096
 SYNC_PAGE = 100
+#: seconds between the relay's looks, while connected, at the pairing file (a revocation detaches
+#: the devices it dropped) and, while a call is open or messages came, at what the App user sent
+#: that WuKongIM stored but never pushed (an answer lost on a live link is fetched then)
+CHECK_EVERY = 0.5
+SYNC_EVERY = 5.0
 
 
 def wrap_envelope(text: str, content_type: int) -> bytes:
@@ -264,10 +278,19 @@ class Relay:
     """Bridges the hub and the App user over WuKongIM. ``await run()``; ``await close()`` to stop."""
 
     def __init__(
-        self, settings: WuKongIMSettings, hub: Hub, *, timers: Timers | None = None, pairings: Pairings | None = None
+        self,
+        settings: WuKongIMSettings,
+        hub: Hub,
+        *,
+        timers: Timers | None = None,
+        pairings: Pairings | None = None,
+        sync_every: float = SYNC_EVERY,
     ) -> None:
         self.settings = settings
         self.hub = hub
+        self.sync_every = sync_every
+        # the sequence number up to which the channel was read by a check for unpushed messages
+        self._checked_seq: int | None = None
         #: with pairings, envelopes travel end-to-end encrypted for the paired App devices only
         self.pairings = pairings
         self._app_tokens: set[str] = set()  # App tokens registered with WuKongIM by this process
@@ -324,14 +347,17 @@ class Relay:
 
     async def run(self) -> None:
         """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
+        self._expect_devices()
         if self.hub.push is not None:
             self.hub.push.vouch("relay", self.credential)
         sender = asyncio.create_task(self._send_queued(), name="lineup-relay-sender")
+        checker = asyncio.create_task(self._check(), name="lineup-relay-check")
         try:
             await self.client.run()
         finally:
             sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+            checker.cancel()
+            await asyncio.gather(sender, checker, return_exceptions=True)
             await self.detach()
             await self._http.aclose()
             if self.pairings is not None:
@@ -343,9 +369,19 @@ class Relay:
 
     async def __aenter__(self) -> Relay:
         """Start :meth:`run` in a task of its own; leaving the block closes the relay and waits for it."""
+        self._expect_devices()
         self._task = asyncio.create_task(self.run(), name="lineup-relay")
         self._task.add_done_callback(_log_end)
         return self
+
+    def _expect_devices(self) -> None:
+        """Until the IM connection is up (one connect timeout at most), a call waits for the devices
+        it will attach rather than fail ``no_app``: there are some (paired, or the App user's link)."""
+        if self.connected.is_set():
+            return
+        plain = self.pairings is None or self.settings.text_cards != "never"
+        if plain or (self.pairings is not None and self.pairings.channels()):
+            self.hub.expect_device(self.options.timers.connect_timeout)
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
@@ -438,7 +474,46 @@ class Relay:
             await self.attach(resync=resync)
         if self.pairings is not None:
             await self.attach_paired(resync=resync)
+        self.hub.expect_device(0)  # whoever is attached now is: a call with nobody fails no_app
         await self._catch_up()
+
+    async def _check(self) -> None:
+        """While connected: a revocation made by ``lineup pair --revoke`` detaches the devices it
+        dropped (a new call then fails ``no_app``), and every :attr:`sync_every` seconds while a
+        call is open or messages came, what WuKongIM stored but never pushed is fetched."""
+        synced = asyncio.get_running_loop().time()
+        while True:
+            await asyncio.sleep(CHECK_EVERY)
+            if not self.connected.is_set():
+                continue
+            try:
+                if self.pairings is not None:
+                    paired = {channel.pairing_id for channel in self.pairings.channels()}
+                    if paired != {link.pairing_id for link in self._attached if link.pairing_id is not None}:
+                        await self.attach_paired()
+                now = asyncio.get_running_loop().time()
+                pushed = self._checked_seq is not None and (self._last_seq or 0) > self._checked_seq
+                if now - synced >= self.sync_every and (pushed or self.hub.session.calls.all()):
+                    synced = now
+                    await self._fetch_unpushed()
+            except Exception:  # a damaged pairing file, a bug: logged, and the next look comes all the same
+                log.exception("lineup: the relay's look at the pairing file and the channel failed")
+                await asyncio.sleep(self.sync_every)  # not a log line every half second
+
+    async def _fetch_unpushed(self) -> None:
+        """Handle what the App user sent since the last check that never reached us (already seen: dropped)."""
+        while self._checked_seq is not None:
+            try:
+                messages, more = await self._api.sync(self.options.uid, self.settings.app_uid, self._checked_seq + 1)
+            except RelayError as exc:
+                log.info("cannot look for messages WuKongIM did not push: %s", exc)
+                return
+            before = self._checked_seq
+            for message in messages:
+                await self._on_message(message)
+                self._checked_seq = max(self._checked_seq, message.message_seq)
+            if not more or self._checked_seq == before:
+                return
 
     def _saw(self, message_seq: int) -> None:
         if self._last_seq is not None:  # else the first catch-up has yet to note where we start
@@ -458,7 +533,7 @@ class Relay:
                 await self.texts.recall([])
                 return
             await self.texts.recall(last)  # a LineUp App that spoke before the agent started
-            self._last_seq = max((m.message_seq for m in last), default=0)
+            self._last_seq = self._checked_seq = max((m.message_seq for m in last), default=0)
             return
         while True:
             try:
