@@ -67,6 +67,8 @@ const PATHS = {
 };
 const notifier = new Notifier($("notify"), $("notify-hint"));
 
+/** the longest text the agent takes (MAX_TEXT of the protocol), in characters */
+const MAX_TEXT = 100_000;
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
 const feed = new Feed(ui.feed, ui.scroller);
@@ -339,6 +341,13 @@ ui.composer.addEventListener("submit", (event) => {
   const text = ui.message.value.trim();
   if (!text && !chosen.length) return;
   const conversation = conversations.current;
+  if ([...text].length > MAX_TEXT) {
+    // the agent would refuse it: said on the message, which stays in the box to be shortened
+    const why = `too long (at most ${MAX_TEXT.toLocaleString("en")} characters)`;
+    feed.mark(feed.message("user", text), "failed", { why });
+    feed.toNewest();
+    return;
+  }
   if (chosen.length) {
     const files = chosen.splice(0);
     const shown = files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file }));
