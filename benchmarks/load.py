@@ -87,11 +87,11 @@ def lose_first_answer(hub: Hub) -> None:
     receive = hub.session._on_result
     lost: list[str] = []
 
-    def on_result(link: Any, device_id: str, result: ToolResult, ref: str) -> None:
+    def on_result(link: Any, device_id: str, result: ToolResult, ref: str, known: Any) -> None:
         if not lost:
             lost.append(result.call_id)
             return
-        receive(link, device_id, result, ref)
+        receive(link, device_id, result, ref, known)
 
     hub.session._on_result = on_result  # type: ignore[method-assign]
 

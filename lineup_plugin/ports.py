@@ -29,6 +29,14 @@ class Link(Protocol):
     #: how logs and the audit trail name this connection before its device says hello
     name: str
 
+    @property
+    def max_text(self) -> int | None:
+        """The longest message (bytes of envelope JSON) the link carries, or None when it sets no limit.
+
+        A link with a limit (an IM frame) gets a call only if it fits (a longer call fails at
+        once, ``too_large``), and files inline instead of by URL.
+        """
+
     def send(self, text: str) -> None:
         """Queue one encoded envelope for the App; raises TransportError if the link is closed or full."""
 

@@ -25,7 +25,8 @@ from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
 from .protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
 from .protocol.messages import ConversationInfo, HistoryEntry, ToolCall, ToolResult
-from .protocol.session import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
+from .protocol.outputs import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
+from .protocol.reads import Kept, Known, Wants
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -38,6 +39,8 @@ SEEN_LIMIT = 100_000
 ENDED_LIMIT = 10_000
 #: how many audit records the durable store keeps
 AUDIT_LIMIT = 200_000
+#: how many told-but-unwritten changes a store keeps for later when it fails for long (oldest dropped)
+UNWRITTEN_LIMIT = 10_000
 
 
 class Store(Protocol):
@@ -57,20 +60,21 @@ class Store(Protocol):
     def pending_calls(self) -> list[Call]:
         """Every call that has not reached a terminal status, oldest first."""
 
-    def was_seen(self, envelope_id: str) -> bool:
-        """Whether this envelope id was recorded (also by an earlier process, for the durable store)."""
+    def kept(self) -> Kept:
+        """The state of the store's history, as a new session starts on it."""
 
-    def history_id(self) -> str:
-        """The id of this store's history (made with the store; a new store counts seqs from 1 again)."""
+    def read(self, wants: Wants) -> Known:
+        """What the store knows of ``wants`` (an envelope the session core is about to handle)."""
 
-    def history_head(self) -> int:
-        """The highest seq kept (0 for none)."""
+    def salvage(self, changes: list[Change]) -> set[str]:
+        """After :meth:`apply` failed on ``changes``: write what can be, call by call; the ids of the calls
+        whose changes could not be written."""
 
-    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
-        """At most ``limit`` entries with a seq above ``after`` and a time not before ``oldest_at``, oldest first."""
+    def defer(self, changes: Iterable[Change]) -> None:
+        """Keep ``changes`` (already told) to write later, when the store takes writes again."""
 
-    def conversations(self) -> list[ConversationInfo]:
-        """The conversations with history kept, most recently active first."""
+    def write_deferred(self) -> bool:
+        """Try to write what :meth:`defer` kept; whether nothing is left."""
 
     def add_secret(self, secret: str) -> None:
         """Redact ``secret`` from audit details written from now on (e.g. a token generated after opening)."""
@@ -84,10 +88,12 @@ class Store(Protocol):
 
 
 class _OneChange(ABC):
-    """What both stores share: redaction of secrets, and writing one change at a time (the hub
-    writes whole batches)."""
+    """What both stores share: redaction of secrets, the reads of the session core made of the
+    store's own, writing what can be of a failed batch, and writing one change at a time (tests)."""
 
     _secrets: list[str]
+    #: changes told to the devices and the model but not yet written (the store failed on them)
+    _unwritten: list[Change]
 
     def add_secret(self, secret: str) -> None:
         """Write ``secret`` as ``[redacted]`` wherever it shows up in an audit detail from now on."""
@@ -107,6 +113,81 @@ class _OneChange(ABC):
     def was_seen(self, envelope_id: str) -> bool:
         """Whether ``envelope_id`` was recorded (see :class:`Store`)."""
 
+    @abstractmethod
+    def get_call(self, call_id: str) -> Call | None:
+        """The call with ``call_id``, live or ended, if the store still knows it."""
+
+    @abstractmethod
+    def history_id(self) -> str:
+        """The id of this store's history (made with the store; a new store counts seqs from 1 again)."""
+
+    @abstractmethod
+    def history_head(self) -> int:
+        """The highest seq kept (0 for none)."""
+
+    @abstractmethod
+    def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """At most ``limit`` entries with a seq above ``after`` and a time not before ``oldest_at``, oldest first."""
+
+    @abstractmethod
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first."""
+
+    def kept(self) -> Kept:
+        """The state of the store's history: its id, its head, its conversations."""
+        return Kept(self.history_id(), self.history_head(), self.conversations())
+
+    def read(self, wants: Wants) -> Known:
+        """What the store knows of ``wants``, for the session core."""
+        envelope_id, call_ids, query = wants
+        seen = envelope_id is not None and self.was_seen(envelope_id)
+        if not call_ids and query is None:
+            return Known(seen) if seen else _NOTHING
+        calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
+        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        return Known(seen, calls, history)
+
+    def salvage(self, changes: list[Change]) -> set[str]:
+        """After :meth:`apply` failed on ``changes``: write what can be, call by call; the ids of the calls
+        whose changes could not be written (a store that fails on everything, a full disk, fails them all)."""
+        groups: dict[str | None, list[Change]] = {}
+        calls: set[str] = set()
+        for change in changes:
+            if isinstance(change, SaveCall):
+                key: str | None = change.call.call_id
+                calls.add(change.call.call_id)
+            else:
+                key = change.call_id if isinstance(change, Audit | Record) else None
+            groups.setdefault(key, []).append(change)
+        failed: set[str] = set()
+        for key, group in groups.items():
+            try:
+                self.apply(group)
+            except StoreError as exc:
+                if key is None:
+                    log.error("lineup: could not save %d record(s): %s", len(group), exc)
+                elif key in calls:
+                    log.error("lineup: could not save call %s: %s", key, exc)
+                    failed.add(key)
+        return failed
+
+    def defer(self, changes: Iterable[Change]) -> None:
+        """Keep ``changes`` (already told) to write later (at most :data:`UNWRITTEN_LIMIT`, oldest dropped)."""
+        self._unwritten.extend(changes)
+        del self._unwritten[:-UNWRITTEN_LIMIT]
+
+    def write_deferred(self) -> bool:
+        """Try to write what :meth:`defer` kept; whether nothing is left."""
+        if not self._unwritten:
+            return True
+        try:
+            self.apply(self._unwritten)
+        except StoreError:
+            return False  # still failing
+        log.info("lineup: saved %d change(s) that had waited for the store", len(self._unwritten))
+        self._unwritten.clear()
+        return True
+
     def save_call(self, call: Call) -> None:
         """Insert or update ``call`` and commit; a call that already ended is never changed."""
         self.apply([SaveCall(call)])
@@ -121,6 +202,14 @@ class _OneChange(ABC):
     def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
         """Append one audit record and commit."""
         self.apply([Audit(event, call_id, device_id, detail)])
+
+
+_NOTHING = Known()
+
+
+def _updated_at(call: Call) -> float:
+    """When ``call`` last changed: its latest transition's time (the session's clock)."""
+    return call.history[-1][1] if call.history else call.created_at
 
 
 class MemoryStore(_OneChange):
@@ -140,6 +229,7 @@ class MemoryStore(_OneChange):
         self._ended_limit = ended_limit
         self._audit: list[tuple[str, str | None, str | None, str]] = []
         self._secrets: list[str] = []
+        self._unwritten: list[Change] = []
         self.retention = retention
         self._history: OrderedDict[int, Record] = OrderedDict()
         self._conversations: dict[str, SaveConversation] = {}
@@ -159,10 +249,9 @@ class MemoryStore(_OneChange):
             elif isinstance(change, SaveConversation):
                 self._conversations.pop(change.conversation_id, None)
                 self._conversations[change.conversation_id] = change
-            elif change.detail and self._secrets:
-                self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
-                self._audit.append(change)
+                detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
+                self._audit.append((change.event, change.call_id, change.device_id, detail))
         if len(self._audit) > 10_000:
             del self._audit[:1000]
 
@@ -363,6 +452,7 @@ class SQLiteStore(_OneChange):
         self.ended_limit = ended_limit
         self.audit_limit = audit_limit
         self._secrets = [s for s in secrets if s]
+        self._unwritten: list[Change] = []
         self._thread = threading.get_ident()
         self._counts = {"seen": 0, "audit": 0, "ended": 0}
         self._closed = False
@@ -502,17 +592,18 @@ class SQLiteStore(_OneChange):
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
 
-    def _insert_seen(self, seen: list[str]) -> None:
+    def _insert_seen(self, seen: list[SeenEnvelope]) -> None:
         now = time.time()
-        for envelope_id in seen:
-            self._counts["seen"] += self._db.execute(_INSERT_SEEN, (envelope_id, now)).rowcount
+        for envelope_id, at in seen:
+            self._counts["seen"] += self._db.execute(_INSERT_SEEN, (envelope_id, now if at is None else at)).rowcount
         self._prune_if_over("seen", self.seen_limit)
 
     def _insert_audit(self, audits: list[Audit]) -> None:
         now = time.time()
         execute = self._db.execute
-        for event, call_id, device_id, detail in audits:
-            execute(_INSERT_AUDIT, (now, event, call_id, device_id, self._redact(detail) if detail else detail))
+        for event, call_id, device_id, detail, at in audits:
+            at = now if at is None else at
+            execute(_INSERT_AUDIT, (at, event, call_id, device_id, self._redact(detail) if detail else detail))
         self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
 
@@ -570,7 +661,7 @@ class SQLiteStore(_OneChange):
         result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
         history = json.dumps([[str(state), at] for state, at in call.history])
         if call_id in self._written:
-            params: tuple[Any, ...] = (str(call.state), int(done), result, history, time.time(), call_id)
+            params: tuple[Any, ...] = (str(call.state), int(done), result, history, _updated_at(call), call_id)
             changed = self._db.execute(_UPDATE_CALL, params).rowcount
         else:
             params = (
@@ -584,7 +675,7 @@ class SQLiteStore(_OneChange):
                 call.created_at,
                 call.expires_at,
                 history,
-                time.time(),
+                _updated_at(call),
                 int(call.forwarded),
             )
             changed = self._db.execute(_SAVE_CALL, params).rowcount

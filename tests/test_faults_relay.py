@@ -23,7 +23,7 @@ from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.protocol.calls import TERMINAL
 from lineup_plugin.store import SQLiteStore
-from lineup_plugin.transports.wukongim.client import ClientOptions, Session, Timers
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession, Timers
 from lineup_plugin.transports.wukongim.relay import Relay, wrap_envelope
 from tests.fakes.wukongim import FakeWuKongIM
 
@@ -39,7 +39,7 @@ CALLS = 6
 class RelayApp:
     """The App user: answers each card once (the same envelope again on redelivery)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ImSession) -> None:
         self.session = session
         self.answers: dict[str, str] = {}
         self.final: dict[str, str] = {}
@@ -89,7 +89,7 @@ async def test_relay_through_network_faults_loses_nothing(tmp_path: Path) -> Non
             api_url=server.api_url, ws_url=f"ws://127.0.0.1:{proxy.port}", uid=AGENT, app_uid=APP, text_cards="never"
         )
         relay = Relay(config, hub, timers=FAST)
-        session = await Session.open(server.ws_url, ClientOptions(uid=APP, token="", device_flag=0, timers=FAST))
+        session = await ImSession.open(server.ws_url, ClientOptions(uid=APP, token="", device_flag=0, timers=FAST))
         app = RelayApp(session)
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:

@@ -15,11 +15,12 @@ layer  modules (under ``lineup_plugin/``)                  what they are
                                                            package but ``errors``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
        ``plugins``, ``builtin_tools/``                     argument checks, settings, hooks
-3      ``store``, ``stats``, ``media``                     durable calls, seen ids, audit; metering;
+3      ``store``, ``stats``, ``media``, ``uploads``        durable calls, seen ids, audit; metering;
                                                            files sent either way
 4      ``ports``                                           what the hub and a transport promise each
                                                            other
-5      ``hub``                                             drives the session core, the store, tools
+5      ``hub``, ``agent_side``                             drives the session core, the store, tools;
+                                                           the runtime's calls and messages
 6      ``transports/``                                     direct, relay (WuKongIM), memory
 7      ``runtime/``                                        agent runtimes (the Hermes adapter)
 8      ``cli``, ``demo``, ``hermes``, the package          entry points, and the public API that
@@ -47,9 +48,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "qr"),
     ("protocol",),
     ("tools", "config", "hookspecs", "plugins", "builtin_tools"),
-    ("store", "stats", "media"),
+    ("store", "stats", "media", "uploads"),
     ("ports",),
-    ("hub",),
+    ("hub", "agent_side"),
     ("transports",),
     ("runtime",),
     ("cli", "demo", "hermes", ""),

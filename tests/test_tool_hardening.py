@@ -192,7 +192,7 @@ async def test_an_answer_that_violates_the_output_schema_is_refused_and_the_call
     error = await next_error(app)
     assert error.code == "invalid_result" and error.call_id == call.call_id
     assert "field 'selected'" in error.message or "field 'index'" in error.message
-    assert not task.done() and hub.session.live_call(call.call_id) is not None
+    assert not task.done() and hub.session.calls.live(call.call_id) is not None
     good = {"call_id": call.call_id, "status": "completed", "result": {"selected": "b", "index": 1}}
     await app.send_payload(ToolResult.model_validate(good))
     result = await task
@@ -226,7 +226,7 @@ async def test_a_non_finite_number_in_an_answer_is_refused_and_the_call_stays_li
     ).replace('"INF"', "1e999")
     await hub.receive(app, text)
     assert (await next_error(app)).code == "bad_message"
-    assert hub.session.live_call(call.call_id) is not None and not task.done()
+    assert hub.session.calls.live(call.call_id) is not None and not task.done()
     await app.send_payload(ToolResult.model_validate({"call_id": call.call_id, "status": "failed", "result": {}}))
     assert (await task).status == "failed"
 

@@ -63,8 +63,9 @@ def envelope(
     target: Actor,
     conversation_id: str,
     id: str | None = None,
+    timestamp: str | None = None,
 ) -> Envelope:
-    """Wrap ``payload`` in an envelope of the matching kind, with a fresh id and timestamp."""
+    """Wrap ``payload`` in an envelope of the matching kind, with a fresh id and ``timestamp`` (default: now)."""
     kind = KIND_OF[type(payload)]
     return Envelope.model_construct(
         v=PROTOCOL_VERSION,
@@ -73,7 +74,7 @@ def envelope(
         conversation_id=conversation_id,
         sender=sender,
         target=target,
-        timestamp=now_iso(),
+        timestamp=timestamp or now_iso(),
         payload=payload,
     )
 
@@ -91,10 +92,12 @@ def encode_envelope(
     conversation_id: str,
     id: str | None = None,
     seq: int | None = None,
+    timestamp: str | None = None,
 ) -> str:
     """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope.
 
-    ``seq`` numbers the history entry the message is the live form of (left out when None).
+    ``seq`` numbers the history entry the message is the live form of (left out when None);
+    ``timestamp`` is when it is sent (the session core passes its clock's; default: now).
     """
     fields: dict[str, Any] = {
         "v": PROTOCOL_VERSION,
@@ -103,7 +106,7 @@ def encode_envelope(
         "conversation_id": conversation_id,
         "sender": sender,
         "target": target,
-        "timestamp": now_iso(),
+        "timestamp": timestamp or now_iso(),
     }
     if seq is not None:
         fields["seq"] = seq

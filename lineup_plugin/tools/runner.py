@@ -3,6 +3,7 @@ and for an App that calls them."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -10,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ArgumentsError
+from ..protocol.live import failure
 from ..protocol.messages import ToolCall, ToolResult
-from ..protocol.session import failure
 from ..protocol.tools import HIGH_RISK
 from .registry import RegisteredTool, Registry
 
@@ -65,3 +66,40 @@ async def run_for_agent(
             message = f"the user did not approve {tool.name}"
             return failure(request.call_id, tool.name, "rejected", message, approval=approval.status)
     return await run_in_process(registry, tool, request)
+
+
+class AppRuns:
+    """The agent's in-process tools an App calls, run as for the agent: approved if high-risk, then ``done``.
+
+    A high-risk tool runs in a task of :attr:`tasks`: its approval is answered on the very link
+    whose message is being handled, so it cannot be waited for there.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        confirm: Confirm,
+        done: Callable[[Any, ToolResult], None],
+    ) -> None:
+        self.registry = registry
+        self.confirm = confirm
+        #: called with the App's link and the outcome (record it, answer the App)
+        self.done = done
+        #: runs of high-risk tools waiting for the user's approval
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, link: Any, request: ToolCall) -> None:
+        """Run the in-process tool the App on ``link`` called (a high-risk one in a task)."""
+        tool = self.registry.get(request.name)
+        if tool is None or not tool.in_process:  # withdrawn meanwhile
+            message = f"the agent has no tool {request.name!r} an App can call"
+            self.done(link, failure(request.call_id, request.name, "unsupported", message))
+        elif tool.definition.risk in HIGH_RISK:
+            task = asyncio.create_task(self._run(link, tool, request))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        else:
+            await self._run(link, tool, request)
+
+    async def _run(self, link: Any, tool: RegisteredTool, request: ToolCall) -> None:
+        self.done(link, await run_for_agent(self.registry, tool, request, self.confirm, caller="the App"))

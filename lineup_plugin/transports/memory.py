@@ -27,6 +27,9 @@ def _accept(hello: DeviceHello) -> None:
 class MemoryApp:
     """An App device connected to a hub through memory."""
 
+    #: memory carries messages of any size
+    max_text: int | None = None
+
     def __init__(self, hub: Hub, device_id: str = "memory-app", *, verify: Verifier = _accept) -> None:
         self.hub = hub
         self.device_id = device_id

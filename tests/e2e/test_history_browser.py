@@ -98,7 +98,7 @@ async def test_device_resuming_from_a_later_seq_gets_only_what_it_missed(agent: 
     await agent.hub.send_text("two")
     await expect(page.locator(".msg-agent")).to_have_text(["one", "two"])
     seq = await page.evaluate("JSON.parse(localStorage.getItem('lineup.history.lineup-agent')).seq")
-    assert seq == agent.hub.session.head
+    assert seq == agent.hub.session.history.head
     await agent.server.close()  # the connection drops for a while
     await expect(page.locator("#link")).to_have_text("Reconnecting…")
     await agent.hub.send_text("three")  # nobody is attached: only the history has it
@@ -118,7 +118,7 @@ async def test_device_resuming_from_a_later_seq_gets_only_what_it_missed(agent: 
     await expect(page.locator(".msg-agent")).to_have_text(["one", "two", "three", "four"])
     caught_up = [f["payload"] for f in frames if f["type"] == "lineup.v1.history"]
     assert [[e["text"] for e in h["entries"]] for h in caught_up] == [["four"]]
-    assert caught_up[0]["head"] == agent.hub.session.head and not caught_up[0]["reset"]
+    assert caught_up[0]["head"] == agent.hub.session.history.head and not caught_up[0]["reset"]
 
 
 async def test_no_duplicates_on_reconnect(agent: Agent, open_app: OpenApp) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Session, Timers
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession, Message, Timers
 from tests.fakes.wukongim import FakeWuKongIM
 
 FAST = Timers(connect_timeout=5, send_timeout=5, reconnect_min=0.01, reconnect_max=0.05)
@@ -24,7 +24,7 @@ GUARD = 10  # seconds to wait for a message before failing instead of hanging
 class TextUser:
     """``uid`` on the fake server, talking to ``agent`` in plain text only."""
 
-    def __init__(self, session: Session, agent: str) -> None:
+    def __init__(self, session: ImSession, agent: str) -> None:
         self.session = session
         self.agent = agent
         self._stream = session.messages()
@@ -51,7 +51,7 @@ class TextUser:
 @asynccontextmanager
 async def text_user(server: FakeWuKongIM, uid: str, agent: str) -> AsyncIterator[TextUser]:
     """A :class:`TextUser` logged in as ``uid`` for as long as the block runs."""
-    session = await Session.open(server.ws_url, ClientOptions(uid=uid, token="", device_flag=0, timers=FAST))
+    session = await ImSession.open(server.ws_url, ClientOptions(uid=uid, token="", device_flag=0, timers=FAST))
     try:
         yield TextUser(session, agent)
     finally:

@@ -50,7 +50,7 @@ from websockets.exceptions import ConnectionClosed
 from lineup_plugin.errors import RelayProtocolError
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
-from lineup_plugin.transports.wukongim.client import Session
+from lineup_plugin.transports.wukongim.client import ImSession
 from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import (
     ChannelType,
@@ -344,9 +344,7 @@ class FakeWuKongIM:
                 await conn.abort()
             elif self.bad_token_close_after is not None:  # v2.2.5: no answer, idle close 4 s later
                 loop = asyncio.get_running_loop()
-                self._timers.append(
-                    loop.call_later(self.bad_token_close_after, lambda: loop.create_task(conn.abort()))
-                )
+                self._timers.append(loop.call_later(self.bad_token_close_after, lambda: loop.create_task(conn.abort())))
             return
         reason = self.connect_reasons.get(packet.uid, ReasonCode.SUCCESS)
         if self.encryption and not packet.client_key:
@@ -697,6 +695,6 @@ class _RecvackBreaker:
         await self.link.close()
 
 
-def break_next_recvack(session: Session, error: BaseException) -> None:
+def break_next_recvack(session: ImSession, error: BaseException) -> None:
     """Make ``session``'s next RECVACK write fail with ``error`` (a reset, a closed WebSocket)."""
     session._link = _RecvackBreaker(session._link, error)  # fault injection

@@ -23,8 +23,9 @@ from lineup_plugin.protocol.messages import (
     ToolCall,
     ToolResult,
 )
-from lineup_plugin.protocol.session import BAD_HELLO, Batch, CloseLink, SaveCall, Send, Session
+from lineup_plugin.protocol.session import BAD_HELLO, Batch, CloseLink, SaveCall, Send
 
+from .driver import Driven as Session
 from .test_session import FakeRecords, Rig, accept, closes, errors, kinds, payloads, result, sent
 
 

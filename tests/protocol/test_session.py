@@ -32,6 +32,7 @@ from lineup_plugin.protocol.messages import (
     ToolList,
     ToolResult,
 )
+from lineup_plugin.protocol.reads import Kept, Known, Wants
 from lineup_plugin.protocol.session import (
     ANSWERED_ELSEWHERE,
     AUTH_FAILED,
@@ -47,7 +48,6 @@ from lineup_plugin.protocol.session import (
     SaveCall,
     SeenEnvelope,
     Send,
-    Session,
     StopRequested,
     TextReceived,
     ToolsChanged,
@@ -55,6 +55,8 @@ from lineup_plugin.protocol.session import (
 )
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.store import MemoryStore
+
+from .driver import Driven
 
 START = 1_700_000_000.0
 
@@ -104,6 +106,15 @@ class FakeRecords:
     def was_seen(self, envelope_id: str) -> bool:
         return envelope_id in self.seen
 
+    def kept(self) -> Kept:
+        return self.history.kept()
+
+    def read(self, wants: Wants) -> Known:
+        envelope_id, call_ids, query = wants
+        calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
+        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        return Known(envelope_id is not None and self.was_seen(envelope_id), calls, history)
+
     def apply(self, changes: Iterable[Change]) -> None:
         for change in changes:
             if isinstance(change, SaveCall):
@@ -149,7 +160,7 @@ class FakeCatalog:
 # ---------------------------------------------------------------------------------- helpers
 
 
-def drain(session: Session[str], records: FakeRecords) -> Batch[str]:
+def drain(session: Driven, records: FakeRecords) -> Batch[str]:
     """Take the session's batch, commit its changes to ``records`` (as a driver must first), return it."""
     batch = session.take()
     records.apply(batch.changes)
@@ -174,10 +185,10 @@ class Rig:
     clock: FakeClock = field(default_factory=FakeClock)
     records: FakeRecords = field(default_factory=FakeRecords)
     catalog: FakeCatalog = field(default_factory=FakeCatalog)
-    session: Session[str] = field(init=False)
+    session: Driven = field(init=False)
 
     def __post_init__(self) -> None:
-        self.session = Session(records=self.records, catalog=self.catalog, clock=self.clock)
+        self.session = Driven(records=self.records, catalog=self.catalog, clock=self.clock)
 
     def drain(self) -> Batch[str]:
         return drain(self.session, self.records)
@@ -540,10 +551,10 @@ def test_same_envelope_id_twice_is_applied_once() -> None:
     second = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
 
     assert first.events == [TextReceived("phone", "hello")]
-    assert SeenEnvelope("msg-1") in first.changes
+    assert SeenEnvelope("msg-1", START) in first.changes
     assert second.events == []
     assert second.messages == []
-    assert Audit("duplicate.envelope", None, "phone", "msg-1") in second.changes
+    assert Audit("duplicate.envelope", None, "phone", "msg-1", START) in second.changes
 
 
 def test_same_answer_envelope_twice_in_one_batch_is_applied_once() -> None:
@@ -558,7 +569,7 @@ def test_same_answer_envelope_twice_in_one_batch_is_applied_once() -> None:
 
     assert [call.call_id for call in batch.ended] == ["c1"]
     assert [a.event for a in audits(batch)].count("call.completed") == 1
-    assert Audit("duplicate.envelope", None, "phone", "answer-1") in batch.changes
+    assert Audit("duplicate.envelope", None, "phone", "answer-1", START) in batch.changes
 
 
 def test_envelope_id_an_earlier_process_saw_is_dropped() -> None:
@@ -569,7 +580,7 @@ def test_envelope_id_an_earlier_process_saw_is_dropped() -> None:
 
     assert batch.events == []
     assert batch.messages == []
-    assert Audit("duplicate.envelope", None, "phone", "msg-old") in batch.changes
+    assert Audit("duplicate.envelope", None, "phone", "msg-old", START) in batch.changes
 
 
 def test_same_answer_resent_in_a_new_envelope_after_the_call_ended_is_silently_accepted() -> None:

@@ -425,7 +425,7 @@ def app_conversations(service: LineUpService) -> dict[str, str | None]:
     """The conversations the serving process keeps, by id: their titles."""
     assert service.runner is not None
     session = service.runner.hub.session
-    return {info.conversation_id: info.title for info in session.conversations()}
+    return {info.conversation_id: info.title for info in session.history.conversations()}
 
 
 @pytest.mark.parametrize("line", [b"not json\n", b'{"op": "result", "result": {"status": "maybe"}}\n'])

@@ -23,7 +23,7 @@ from lineup_plugin.errors import ConfigError, RelayProtocolError
 from lineup_plugin.transports import transport_for
 from lineup_plugin.transports.both import DirectAndRelay
 from lineup_plugin.transports.direct.server import DirectServer
-from lineup_plugin.transports.wukongim.client import ClientOptions, Session
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession
 from lineup_plugin.transports.wukongim.e2e import WINDOW, AgentKey, Channel, aad, b64url, derive
 from lineup_plugin.transports.wukongim.pair_command import pairing_status
 from lineup_plugin.transports.wukongim.pairing import Pairings
@@ -223,7 +223,7 @@ async def test_relay_seals_for_the_paired_device_and_refuses_clear_envelopes(
     hub = make_hub()
     wk = WuKongIMSettings(api_url=im.api_url, uid=AGENT, app_uid=APP)
     relay = Relay(wk, hub, timers=FAST, pairings=pairings)
-    session = await Session.open(im.ws_url, ClientOptions(uid=APP, token="", device_flag=1, timers=FAST))
+    session = await ImSession.open(im.ws_url, ClientOptions(uid=APP, token="", device_flag=1, timers=FAST))
     stream = session.messages()
 
     async def next_envelope(kind: str) -> dict[str, Any]:
@@ -343,7 +343,7 @@ async def test_relay_attaches_the_app_user_only_once_a_device_is_paired(im: Fake
         state, device, secret = pairings.pair_link()
         app = Channel.for_app(secret, AgentKey.load(state.agent_key).public, device.pairing_id, APP, AGENT)
         pairings.revoke()  # `lineup pair --revoke` meanwhile
-        session = await Session.open(im.ws_url, ClientOptions(uid=APP, token="", device_flag=1, timers=FAST))
+        session = await ImSession.open(im.ws_url, ClientOptions(uid=APP, token="", device_flag=1, timers=FAST))
         stream = session.messages()
         await session.send(AGENT, 1, app.seal("{}", 9527))
         with anyio.fail_after(GUARD):

@@ -20,7 +20,7 @@ from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import collect_tools, get_plugin_manager
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
-from lineup_plugin.transports.wukongim.client import ClientOptions, Session, Timers
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession, Timers
 from lineup_plugin.transports.wukongim.crypto import SessionCipher
 from lineup_plugin.transports.wukongim.proto import ReasonCode, SendPacket
 from lineup_plugin.transports.wukongim.relay import Relay, max_envelope_text, wrap_envelope
@@ -51,7 +51,7 @@ async def running_relay(server: FakeWuKongIM, hub: Hub, timers: Timers = FAST, *
 class PyApp:
     """The App user as a plain Python client: reads LineUp envelopes, sends envelopes and text."""
 
-    def __init__(self, session: Session, content_type: int = 9527) -> None:
+    def __init__(self, session: ImSession, content_type: int = 9527) -> None:
         self.session = session
         self.content_type = content_type
         self._stream = session.messages()
@@ -86,7 +86,7 @@ class PyApp:
 
 @asynccontextmanager
 async def py_app(server: FakeWuKongIM, uid: str = APP, content_type: int = 9527) -> AsyncIterator[PyApp]:
-    session = await Session.open(server.ws_url, ClientOptions(uid=uid, token="", device_flag=0, timers=FAST))
+    session = await ImSession.open(server.ws_url, ClientOptions(uid=uid, token="", device_flag=0, timers=FAST))
     try:
         yield PyApp(session, content_type)
     finally:

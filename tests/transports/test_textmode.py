@@ -31,7 +31,7 @@ from lineup_plugin.protocol.session import ANSWERED_ELSEWHERE, EXPIRED
 from lineup_plugin.transports.wukongim.textmode import (
     MAX_REPLY_CHARS,
     QUOTE_CHARS,
-    Answer,
+    CardAnswer,
     Output,
     Say,
     TextMode,
@@ -58,7 +58,7 @@ def said(outputs: list[Output] | None) -> str:
 
 def answers(outputs: list[Output] | None) -> list[ToolResult]:
     assert outputs is not None
-    return [o.result for o in outputs if isinstance(o, Answer)]
+    return [o.result for o in outputs if isinstance(o, CardAnswer)]
 
 
 def answer(outputs: list[Output] | None) -> tuple[str, dict[str, Any]]:
@@ -77,7 +77,7 @@ def opened(name: str, arguments: dict[str, Any], **fields: Any) -> tuple[TextMod
 def test_choice_is_a_numbered_list_answered_by_number() -> None:
     mode, prompt = opened("choice", DEPLOY)
     assert prompt == (
-        "Deploy where?\n1. test\n2. staging\n3. production\nReply with a number from 1 to 3, or \"cancel\"."
+        'Deploy where?\n1. test\n2. staging\n3. production\nReply with a number from 1 to 3, or "cancel".'
     )
     out = mode.from_user("2")
     assert answer(out) == ("completed", {"selected": "staging", "index": 1})
@@ -207,9 +207,7 @@ TRIP = {
 
 def test_input_asks_one_field_at_a_time_checking_each_against_its_schema() -> None:
     mode, prompt = opened("input", {"prompt": "Book a trip", "fields": TRIP})
-    assert prompt == (
-        'Book a trip\nQuestion 1 of 8: City — where you fly to\nReply with your answer, or "cancel".'
-    )
+    assert prompt == ('Book a trip\nQuestion 1 of 8: City — where you fly to\nReply with your answer, or "cancel".')
     assert said(mode.from_user("X")) == "'X' is too short. Reply with your answer, or \"cancel\"."
     assert said(mode.from_user("Lisbon")) == (
         'Book a trip\nQuestion 2 of 8: nights\nReply with a whole number, or "cancel".'
@@ -474,7 +472,7 @@ def test_any_replies_give_re_prompts_or_answers_that_satisfy_the_tools_output_sc
         if out is None:  # the card ended, or a /command: not an answer
             assert not mode.cards or text.lstrip().startswith("/")
             continue
-        assert out and all(isinstance(o, Say) and o.text for o in out if not isinstance(o, Answer))
+        assert out and all(isinstance(o, Say) and o.text for o in out if not isinstance(o, CardAnswer))
         for result in answers(out):
             assert result.status in ("completed", "rejected", "cancelled")
             if result.status == "completed":

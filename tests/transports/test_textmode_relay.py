@@ -116,7 +116,7 @@ async def test_cards_wait_their_turn_and_each_call_gets_its_own_answer(server: F
         second = asyncio.create_task(hub.agent_call("confirm", {"message": "Tag the release?"}, call_id="tag"))
         third = asyncio.create_task(hub.agent_call("input", {"prompt": "Release name?"}, call_id="name"))
         with anyio.fail_after(GUARD):
-            await server.wait_until(lambda: hub.session.live_call("tag") and hub.session.live_call("name"))
+            await server.wait_until(lambda: hub.session.calls.live("tag") and hub.session.calls.live("name"))
         await user.say("3")
         assert (await user.read()).startswith("✓ You chose: production\n\nTag the release? (1 more waiting)")
         await user.say("no")
@@ -205,7 +205,7 @@ async def test_a_redelivered_reply_answers_once(server: FakeWuKongIM) -> None:
         region = {"question": "And the region?", "options": ["eu", "us"]}
         second = asyncio.create_task(hub.agent_call("choice", region, call_id="region"))
         with anyio.fail_after(GUARD):
-            await server.wait_until(lambda: hub.session.live_call("region"))
+            await server.wait_until(lambda: hub.session.calls.live("region"))
         await user.say("1")
         assert (await user.read()).startswith("✓ You chose: test\n\nAnd the region?")
         await server.resend(server.messages_from(APP)[-1], AGENT)  # the server's retry: same message id

@@ -14,7 +14,7 @@ from websockets.frames import Close
 from lineup_plugin.errors import ConfigError, RelayAuthError, RelayError, RelayProtocolError, RelayTimeoutError
 from lineup_plugin.transports.wukongim import crypto as wkcrypto
 from lineup_plugin.transports.wukongim import proto as wkproto
-from lineup_plugin.transports.wukongim.client import ClientOptions, Message, Session, Timers, WuKongIMClient
+from lineup_plugin.transports.wukongim.client import ClientOptions, ImSession, Message, Timers, WuKongIMClient
 from lineup_plugin.transports.wukongim.proto import (
     ConnackPacket,
     Flags,
@@ -42,7 +42,7 @@ def options(uid: str, token: str = "", *, version: int = 5, timers: Timers = FAS
     return ClientOptions(uid=uid, token=token, protocol_version=version, timers=timers)
 
 
-async def next_message(session: Session) -> Message:
+async def next_message(session: ImSession) -> Message:
     with anyio.fail_after(GUARD):
         async for message in session.messages():
             return message
@@ -54,8 +54,8 @@ async def next_message(session: Session) -> Message:
 
 @pytest.mark.parametrize("version", [2, 3, 4, 5])
 async def test_person_message_round_trip_at_every_version(server: FakeWuKongIM, version: int) -> None:
-    alice = await Session.open(server.ws_url, options("alice", version=version))
-    bob = await Session.open(server.ws_url, options("bob", version=version))
+    alice = await ImSession.open(server.ws_url, options("alice", version=version))
+    bob = await ImSession.open(server.ws_url, options("bob", version=version))
     try:
         assert alice.version == version
         assert alice.node_id == (1001 if version >= 4 else 0)
@@ -80,7 +80,7 @@ async def test_person_message_round_trip_at_every_version(server: FakeWuKongIM, 
 
 @pytest.mark.parametrize("version", [2, 3, 4, 5])
 async def test_a_stream_flagged_message_is_delivered_and_the_session_lives(server: FakeWuKongIM, version: int) -> None:
-    agent = await Session.open(server.ws_url, options("agent", version=version))
+    agent = await ImSession.open(server.ws_url, options("agent", version=version))
     try:
         await server.push("app", "agent", b"chunk", setting=Setting.STREAM, stream_no="s-1")
         await server.push("app", "agent", b"plain")
@@ -92,8 +92,8 @@ async def test_a_stream_flagged_message_is_delivered_and_the_session_lives(serve
 
 
 async def test_tcp_works_like_websocket(server: FakeWuKongIM) -> None:
-    alice = await Session.open(server.tcp_url, options("alice"))
-    bob = await Session.open(server.ws_url, options("bob"))
+    alice = await ImSession.open(server.tcp_url, options("alice"))
+    bob = await ImSession.open(server.ws_url, options("bob"))
     try:
         await alice.send("bob", 1, b'{"type":1,"content":"over tcp"}')
         assert (await next_message(bob)).payload == b'{"type":1,"content":"over tcp"}'
@@ -106,7 +106,7 @@ async def test_tcp_works_like_websocket(server: FakeWuKongIM) -> None:
 
 async def test_an_older_server_version_is_adopted() -> None:
     async with FakeWuKongIM(max_version=3) as server:
-        session = await Session.open(server.ws_url, options("alice", version=5))
+        session = await ImSession.open(server.ws_url, options("alice", version=5))
         assert (session.version, session.node_id) == (3, 0)
         assert server.logins == [("alice", 2, 3)]
         await session.close()
@@ -114,7 +114,7 @@ async def test_an_older_server_version_is_adopted() -> None:
 
 async def test_a_v3_sendack_with_client_msg_no_is_understood() -> None:
     async with FakeWuKongIM(v3_sendack=True) as server:
-        session = await Session.open(server.ws_url, options("agent"))
+        session = await ImSession.open(server.ws_url, options("agent"))
         ack = await session.send("app", 1, b"{}", client_msg_no="cmn-42")
         assert (ack.client_msg_no, ack.message_id) == ("cmn-42", server.messages[0].message_id)
         await session.close()
@@ -126,9 +126,9 @@ async def test_unsupported_protocol_version_is_a_config_error() -> None:
 
 
 async def test_the_senders_other_devices_get_a_copy_without_red_dot(server: FakeWuKongIM) -> None:
-    phone = await Session.open(server.ws_url, options("alice"))
-    laptop = await Session.open(server.ws_url, options("alice"))
-    bob = await Session.open(server.ws_url, options("bob"))
+    phone = await ImSession.open(server.ws_url, options("alice"))
+    laptop = await ImSession.open(server.ws_url, options("alice"))
+    bob = await ImSession.open(server.ws_url, options("bob"))
     try:
         await phone.send("bob", 1, b"{}")
         copy = await next_message(laptop)
@@ -141,7 +141,7 @@ async def test_the_senders_other_devices_get_a_copy_without_red_dot(server: Fake
 
 
 async def test_recvack_echoes_the_header_flags(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     try:
         await server.push("app", "agent", b"{}", flags=Flags.SYNC_ONCE | Flags.RED_DOT)
         await session.ack(await next_message(session))
@@ -153,7 +153,7 @@ async def test_recvack_echoes_the_header_flags(server: FakeWuKongIM) -> None:
 
 
 async def test_unacknowledged_messages_are_pushed_again(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     try:
         stored = await server.push("app", "agent", b"{}")
         first = await next_message(session)
@@ -166,7 +166,7 @@ async def test_unacknowledged_messages_are_pushed_again(server: FakeWuKongIM) ->
 
 async def test_a_server_without_encryption_is_spoken_to_in_clear() -> None:
     async with FakeWuKongIM(encryption=False) as server:
-        session = await Session.open(server.ws_url, options("agent"))
+        session = await ImSession.open(server.ws_url, options("agent"))
         await session.send("app", 1, b'{"type":1,"content":"plain"}')
         assert server.messages[0].payload == b'{"type":1,"content":"plain"}'
         await session.close()
@@ -178,7 +178,7 @@ async def test_a_server_without_encryption_is_spoken_to_in_clear() -> None:
 async def test_registered_token_is_accepted() -> None:
     async with FakeWuKongIM(token_auth=True) as server:
         server.tokens[("agent", 2)] = "secret"
-        session = await Session.open(server.ws_url, options("agent", "secret"))
+        session = await ImSession.open(server.ws_url, options("agent", "secret"))
         await session.close()
 
 
@@ -186,14 +186,14 @@ async def test_v2_silence_on_a_bad_token_times_out_with_a_hint() -> None:
     async with FakeWuKongIM(token_auth=True, bad_token="silent") as server:
         timers = Timers(connect_timeout=0.2)
         with pytest.raises(RelayTimeoutError, match="no CONNACK .* stays silent when it refuses a token"):
-            await Session.open(server.ws_url, options("agent", "wrong", timers=timers))
+            await ImSession.open(server.ws_url, options("agent", "wrong", timers=timers))
 
 
 @pytest.mark.parametrize("url", ["ws_url", "tcp_url"])
 async def test_one_close_without_connack_is_a_relay_error_not_a_refusal(url: str) -> None:
     async with FakeWuKongIM(token_auth=True, bad_token="close") as server:
         with pytest.raises(RelayError, match="closed the connection before CONNACK.*for uid 'agent'") as info:
-            await Session.open(getattr(server, url), options("agent", "wrong"))
+            await ImSession.open(getattr(server, url), options("agent", "wrong"))
     assert not isinstance(info.value, RelayAuthError)
     assert isinstance(info.value.__cause__, EOFError)
 
@@ -202,7 +202,7 @@ async def test_the_fake_closes_a_bad_token_login_without_connack_after_a_configu
     assert FakeWuKongIM().bad_token_close_after == 4.0  # v2.2.5's idle limit after CONNECT
     async with FakeWuKongIM(token_auth=True, bad_token_close_after=0.01) as server:
         with anyio.fail_after(GUARD), pytest.raises(RelayError, match="closed the connection before CONNACK") as info:
-            await Session.open(server.ws_url, options("agent", "wrong", timers=Timers(connect_timeout=GUARD)))
+            await ImSession.open(server.ws_url, options("agent", "wrong", timers=Timers(connect_timeout=GUARD)))
     assert isinstance(info.value.__cause__, EOFError)  # closed, not timed out
     assert server.connects == 1 and server.logins == []
 
@@ -257,7 +257,7 @@ async def test_early_closes_do_not_count_towards_a_refusal() -> None:
 async def test_v3_auth_fail_reason_is_an_auth_error() -> None:
     async with FakeWuKongIM(token_auth=True, bad_token="connack") as server:
         with pytest.raises(RelayAuthError, match=r"authentication failed \(wrong uid or token\) \(reason 2\)") as info:
-            await Session.open(server.ws_url, options("agent", "wrong"))
+            await ImSession.open(server.ws_url, options("agent", "wrong"))
         assert info.value.reason_code == ReasonCode.AUTH_FAIL
 
 
@@ -275,7 +275,7 @@ async def test_connack_reason_codes_become_clear_errors(
 ) -> None:
     server.connect_reasons["agent"] = reason
     with pytest.raises(error, match=text) as info:
-        await Session.open(server.ws_url, options("agent"))
+        await ImSession.open(server.ws_url, options("agent"))
     assert info.value.reason_code == reason
 
 
@@ -288,7 +288,7 @@ async def test_connack_reason_codes_become_clear_errors(
     ],
 )
 async def test_sendack_reason_codes_become_clear_errors(server: FakeWuKongIM, reason: int, text: str) -> None:
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     try:
         server.send_reasons["agent"] = reason
         with pytest.raises(RelayError, match=f"refused the message to 'app': {text}") as info:
@@ -301,7 +301,7 @@ async def test_sendack_reason_codes_become_clear_errors(server: FakeWuKongIM, re
 
 async def test_group_send_without_membership_is_refused(server: FakeWuKongIM) -> None:
     server.groups["team"] = {"someone-else"}
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     try:
         with pytest.raises(RelayError, match=r"not a subscriber of the channel \(reason 3\)"):
             await session.send("team", 2, b"{}")
@@ -310,7 +310,7 @@ async def test_group_send_without_membership_is_refused(server: FakeWuKongIM) ->
 
 
 async def test_missing_sendack_times_out(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.ws_url, options("agent", timers=Timers(send_timeout=0.2)))
+    session = await ImSession.open(server.ws_url, options("agent", timers=Timers(send_timeout=0.2)))
     try:
         server.answer_sends = False
         with pytest.raises(RelayTimeoutError, match="no SENDACK for message .* to 'app' within 0.2s"):
@@ -323,7 +323,7 @@ async def test_missing_sendack_times_out(server: FakeWuKongIM) -> None:
 
 
 async def closed_by(server: FakeWuKongIM, data: bytes) -> RelayError | None:
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     await server.inject("agent", data)
     with anyio.fail_after(GUARD):
         return await session.wait_closed()
@@ -337,7 +337,7 @@ async def test_truncated_frame_closes_the_session_with_a_clear_error(server: Fak
 
 
 async def test_tcp_close_inside_a_frame_is_reported(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.tcp_url, options("agent"))
+    session = await ImSession.open(server.tcp_url, options("agent"))
     await server.inject("agent", wkproto.encode(SendackPacket(1, 1, 1, 1))[:5])
     await server.drop("agent")
     with anyio.fail_after(GUARD):
@@ -359,7 +359,7 @@ async def test_bad_msg_key_closes_the_session_with_a_clear_error(server: FakeWuK
 
 
 async def test_a_pending_send_fails_when_the_session_breaks(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.ws_url, options("agent"))
+    session = await ImSession.open(server.ws_url, options("agent"))
     server.answer_sends = False
     sending = asyncio.create_task(session.send("app", 1, b"{}"))
     with anyio.fail_after(GUARD):
@@ -372,26 +372,28 @@ async def test_a_pending_send_fails_when_the_session_breaks(server: FakeWuKongIM
 async def test_a_garbled_connack_is_a_protocol_error(server: FakeWuKongIM) -> None:
     server.connack_override = wkproto.encode(SendackPacket(1, 1, 1, 1))
     with pytest.raises(RelayProtocolError, match="expected CONNACK, got SendackPacket"):
-        await Session.open(server.ws_url, options("agent"))
+        await ImSession.open(server.ws_url, options("agent"))
 
 
 async def test_a_short_salt_is_a_protocol_error(server: FakeWuKongIM) -> None:
     key = wkcrypto.public_key_b64(wkcrypto.generate_private_key())
     server.connack_override = wkproto.encode(ConnackPacket(0, 1, key, "short", 5, 1), 5)
     with pytest.raises(RelayProtocolError, match="salt must have 16 characters"):
-        await Session.open(server.ws_url, options("agent"))
+        await ImSession.open(server.ws_url, options("agent"))
 
 
 async def test_a_server_below_version_2_is_refused(server: FakeWuKongIM) -> None:
     key = wkcrypto.public_key_b64(wkcrypto.generate_private_key())
     server.connack_override = wkproto.encode(ConnackPacket(0, 1, key, "s" * 16, server_version=1), 1)
     with pytest.raises(RelayProtocolError, match="server speaks wkproto version 1; version 2 or later is needed"):
-        await Session.open(server.ws_url, options("agent"))
+        await ImSession.open(server.ws_url, options("agent"))
 
 
 async def test_unanswered_ping_closes_the_session(server: FakeWuKongIM) -> None:
     server.answer_pings = False
-    session = await Session.open(server.ws_url, options("agent", timers=Timers(ping_interval=0.01, pong_timeout=0.05)))
+    session = await ImSession.open(
+        server.ws_url, options("agent", timers=Timers(ping_interval=0.01, pong_timeout=0.05))
+    )
     with anyio.fail_after(GUARD):
         error = await session.wait_closed()
     assert isinstance(error, RelayTimeoutError)
@@ -399,7 +401,7 @@ async def test_unanswered_ping_closes_the_session(server: FakeWuKongIM) -> None:
 
 
 async def test_answered_pings_keep_the_session(server: FakeWuKongIM) -> None:
-    session = await Session.open(server.ws_url, options("agent", timers=Timers(ping_interval=0.01)))
+    session = await ImSession.open(server.ws_url, options("agent", timers=Timers(ping_interval=0.01)))
     with anyio.fail_after(GUARD):
         await server.wait_until(lambda: server.pings >= 3)
     assert session.error is None
@@ -411,7 +413,7 @@ async def test_unreachable_server_is_a_relay_error() -> None:
     async with FakeWuKongIM() as server:
         url = server.ws_url
     with pytest.raises(RelayError, match="cannot reach wukongim at ws://127.0.0.1"):
-        await Session.open(url, options("agent"))
+        await ImSession.open(url, options("agent"))
 
 
 # --- the reconnecting client -----------------------------------------------------------------
@@ -558,7 +560,7 @@ async def test_js_sdk_and_python_client_exchange_custom_content() -> None:
     async with FakeWuKongIM(token_auth=True) as server:
         server.tokens[("app-user", 1)] = "app-token"
         server.tokens[("agent", 2)] = "agent-token"
-        agent = await Session.open(server.ws_url, options("agent", "agent-token"))
+        agent = await ImSession.open(server.ws_url, options("agent", "agent-token"))
         async with JsSdkApp(server.ws_url, "app-user", "app-token") as app:
             with anyio.fail_after(GUARD):
                 await app.wait_for("status", status=1, reasonCode=1)

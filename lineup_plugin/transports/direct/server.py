@@ -144,6 +144,9 @@ class DirectLink:
     connection alone is closed (1008) and later sends raise TransportError.
     """
 
+    #: a WebSocket message has no limit of its own (the App's frames are bounded by the server)
+    max_text: int | None = None
+
     def __init__(self, connection: ServerConnection, name: str, *, max_queue: int, close_timeout: float) -> None:
         self.name = name
         self.connection = connection

@@ -1,6 +1,6 @@
 """An asyncio WuKongIM client speaking wkproto over WebSocket (``ws://``, ``wss://``) or TCP.
 
-:class:`Session` is one authenticated connection: CONNECT with an X25519 key exchange, then
+:class:`ImSession` is one authenticated connection: CONNECT with an X25519 key exchange, then
 encrypted SEND/SENDACK (correlated by ``clientSeq``), RECV answered by RECVACK, and a PING/PONG
 heartbeat. :class:`WuKongIMClient` keeps a session alive, reconnecting with exponential backoff,
 and hands every received message to a callback before acknowledging it.
@@ -67,7 +67,7 @@ _AUTH_REASONS = {ReasonCode.AUTH_FAIL, ReasonCode.QUERY_TOKEN_ERROR, ReasonCode.
 _ACK_FLAGS = Flags.NO_PERSIST | Flags.RED_DOT | Flags.SYNC_ONCE
 _WS_LIMIT = wkproto.MAX_REMAINING_LENGTH + 5  # header byte + 4 varint bytes
 CLIENT_MSG_NO_LENGTH = 32
-"""Length of the clientMsgNo :meth:`Session.send` makes up (a uuid4 in hex)."""
+"""Length of the clientMsgNo :meth:`ImSession.send` makes up (a uuid4 in hex)."""
 LOGIN_CLOSES_REFUSED = 3
 """Closes without CONNACK, in a row and each late (see ``Timers.login_refused_after``), that mean
 the token was refused."""
@@ -235,7 +235,7 @@ async def _open_link(addr: str, timeout: float) -> _Link:
 # one session
 
 
-class Session:
+class ImSession:
     """One authenticated wkproto connection. Open it with :meth:`open`.
 
     Received messages come out of :meth:`messages` (an async iterator that ends when the session
@@ -272,7 +272,7 @@ class Session:
         ]
 
     @classmethod
-    async def open(cls, addr: str, options: ClientOptions) -> Session:
+    async def open(cls, addr: str, options: ClientOptions) -> ImSession:
         """Connect to ``addr`` and log in; raise RelayAuthError, RelayTimeoutError or RelayError.
 
         A connection closed before CONNACK is a plain :class:`RelayError` whose ``__cause__`` is
@@ -282,7 +282,7 @@ class Session:
         return await cls._login(link, addr, options)
 
     @classmethod
-    async def _login(cls, link: _Link, addr: str, options: ClientOptions) -> Session:
+    async def _login(cls, link: _Link, addr: str, options: ClientOptions) -> ImSession:
         try:
             return await cls._handshake(link, addr, options)
         except BaseException:
@@ -290,7 +290,7 @@ class Session:
             raise
 
     @classmethod
-    async def _handshake(cls, link: _Link, addr: str, options: ClientOptions) -> Session:
+    async def _handshake(cls, link: _Link, addr: str, options: ClientOptions) -> ImSession:
         private_key = wkcrypto.generate_private_key()
         connect = ConnectPacket(
             version=options.protocol_version,
@@ -524,7 +524,7 @@ AddressSource = str | Callable[[], Awaitable[str]]
 
 
 class WuKongIMClient:
-    """Keeps a :class:`Session` alive and feeds received messages to ``on_message``.
+    """Keeps an :class:`ImSession` alive and feeds received messages to ``on_message``.
 
     ``addr`` is a fixed address or an async callable asked before every connection attempt
     (e.g. WuKongIM's ``/route``). Each message is acknowledged after ``on_message`` returns (or
@@ -545,16 +545,16 @@ class WuKongIMClient:
         self._addr = addr
         self._on_message = on_message
         self._on_state = on_state
-        self._session: Session | None = None
+        self._session: ImSession | None = None
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
 
     @property
-    def session(self) -> Session | None:
+    def session(self) -> ImSession | None:
         """The live session, if connected."""
         return self._session if self._connected.is_set() else None
 
-    async def wait_connected(self) -> Session:
+    async def wait_connected(self) -> ImSession:
         """Wait until a session is up and return it."""
         while True:
             await self._connected.wait()
@@ -591,7 +591,7 @@ class WuKongIMClient:
                 addr = self._addr if isinstance(self._addr, str) else await self._addr()
                 link = await _open_link(addr, self.options.timers.connect_timeout)
                 connect_sent = loop.time()
-                session = await Session._login(link, addr, self.options)
+                session = await ImSession._login(link, addr, self.options)
             except RelayAuthError:
                 raise
             except RelayError as exc:
@@ -624,7 +624,7 @@ class WuKongIMClient:
             "token and drop the idle connection)"
         )
 
-    async def _serve(self, session: Session) -> RelayError | None:
+    async def _serve(self, session: ImSession) -> RelayError | None:
         self._session = session
         self._connected.set()
         if self._stopping.is_set():

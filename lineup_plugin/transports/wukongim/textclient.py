@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ...errors import RelayError
 from ...protocol import codec
 from ...protocol.messages import Actor
-from .textmode import Answer, Output, Say, TextCardsSetting, TextMode
+from .textmode import CardAnswer, Output, Say, TextCardsSetting, TextMode
 
 if TYPE_CHECKING:
     from ...hub import Hub
@@ -147,10 +147,10 @@ class TextClient:
                     await self.send_text(uid, fitted(output.text, self.max_text))
                 except RelayError as exc:  # the relay re-syncs once back: the open card is asked again
                     log.info("relay text to %s failed: %s", uid, exc)
-            elif isinstance(output, Answer):
+            elif isinstance(output, CardAnswer):
                 await self._answer(uid, output, envelope_id)
 
-    async def _answer(self, uid: str, answer: Answer, envelope_id: str | None) -> None:
+    async def _answer(self, uid: str, answer: CardAnswer, envelope_id: str | None) -> None:
         hub = self.hub
         envelope = codec.envelope(
             answer.result,

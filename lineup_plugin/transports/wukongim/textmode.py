@@ -23,7 +23,7 @@ A card withdrawn by the agent, expired, or answered on another device is said so
 
 Nothing here does I/O: :meth:`TextMode.from_agent` takes an encoded envelope the hub sends to
 the user, :meth:`TextMode.from_user` a text the user sent, and both return what to do —
-:class:`Say` a text to the user, :class:`Answer` a ``tool.result`` to hand to the hub as the
+:class:`Say` a text to the user, :class:`CardAnswer` a ``tool.result`` to hand to the hub as the
 user's device. The hub still checks every answer against the tool's outputSchema; the checks
 of each field use the registry's own :class:`~lineup_plugin.tools.registry.SchemaCheck`.
 
@@ -111,13 +111,13 @@ class Say:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class CardAnswer:
     """Hand ``result`` to the hub as the user's answer, as if their device had sent a ``tool.result``."""
 
     result: ToolResult
 
 
-Output = Say | Answer
+Output = Say | CardAnswer
 
 
 # ------------------------------------------------------------------------------- replies
@@ -392,9 +392,6 @@ def build_card(call: ToolCall) -> Card | None:
     return None
 
 
-
-
-
 def _questions(fields: dict[str, Any]) -> list[Question]:
     properties = fields.get("properties")
     if not isinstance(properties, dict) or not properties:
@@ -552,13 +549,13 @@ class TextMode:
             pass  # answered already; the answer is on its way
         elif call.name == "calculator":
             shown, result = calculate(call)
-            out += [Say(shown), Answer(result)]
+            out += [Say(shown), CardAnswer(result)]
         else:
             card = build_card(call)
             if card is None:
                 message = f'this chat shows only text, and tool "{call.name}" has no text form'
                 out.append(Say(f'The agent asked for "{call.name}", which cannot be shown in this chat; it was told.'))
-                out.append(Answer(_result(call, "unsupported", {"message": message})))
+                out.append(CardAnswer(_result(call, "unsupported", {"message": message})))
             else:
                 self.cards[call.call_id] = card
                 if self._current() is card:
@@ -695,7 +692,7 @@ class TextMode:
         following = self._current()
         if following is not None:
             said += "\n\n" + self._prompt(following)
-        return [Answer(_result(card.call, status, result)), Say(said)]
+        return [CardAnswer(_result(card.call, status, result)), Say(said)]
 
     # ------------------------------------------------------------------------------- shared
 

@@ -1,0 +1,211 @@
+"""The devices of a session: its links, their handshake state, and the agent's messages to them.
+
+A *link* is whatever hashable object the driver names a connection with. A link opened with a
+``verify`` function is attached once its ``device.hello`` passes; a link its transport vouches
+for is attached at once. :class:`Devices` keeps which links are open and attached, encodes the
+agent's envelopes for them (every ``timestamp`` from the session's clock) and puts what it sends
+in the session's :class:`~.outputs.Outbox`. What an attached device is sent on welcome is the
+session's to say (:mod:`.session`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic
+
+from ..errors import CallStateError
+from . import codec
+from .calls import format_timestamp
+from .messages import Actor, DeviceHello, Error, Payload
+from .outputs import DevicesChanged, L, Outbox
+
+#: close codes a session asks a link to close with (WebSocket application codes)
+AUTH_FAILED = 4401
+BAD_HELLO = 4400
+
+#: a hello check: None to accept it, else the reason it is refused (told to the App)
+Verifier = Callable[[DeviceHello], "str | None"]
+
+
+@dataclass
+class LinkState:
+    """One open link: how it is named, how its hello is checked, the device once attached."""
+
+    name: str
+    verify: Verifier | None
+    device_id: str | None = None
+    #: the longest message the link carries (None: no limit of its own)
+    max_text: int | None = None
+
+    @property
+    def attached(self) -> bool:
+        """Whether the link passed its handshake."""
+        return self.device_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Peer(Generic[L]):
+    """An attached App device as the agent's side sees it: its id and the link that reaches it."""
+
+    device_id: str
+    link: L
+
+
+class Devices(Generic[L]):
+    """The open links of a session and the agent's messages to them (see the module docstring)."""
+
+    def __init__(self, out: Outbox[L], *, agent_id: str, conversation_id: str) -> None:
+        self.out = out
+        self.agent = Actor(kind="agent", id=agent_id)
+        #: the conversation a message belongs to when none is named
+        self.conversation_id = conversation_id
+        self._links: dict[L, LinkState] = {}
+        #: the attached links and their devices, in the order they attached
+        self._attached: dict[L, str] = {}
+        self._targets: dict[str | None, Actor] = {}
+        self._stamp: tuple[float, str] = (float("nan"), "")
+
+    # ---------------------------------------------------------------------------- reading
+
+    @property
+    def peers(self) -> list[Peer[L]]:
+        """The attached devices, in the order they attached."""
+        return [Peer(device_id, link) for link, device_id in self._attached.items()]
+
+    def items(self) -> Iterator[tuple[L, str]]:
+        """The attached links and their device ids, in the order they attached."""
+        return iter(list(self._attached.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self._attached)
+
+    def state(self, link: L) -> LinkState | None:
+        """The state of ``link`` if it is open."""
+        return self._links.get(link)
+
+    def attached(self, link: L) -> bool:
+        """Whether ``link`` passed its handshake and is attached."""
+        state = self._links.get(link)
+        return state is not None and state.attached
+
+    def device_id(self, link: L) -> str | None:
+        """The device ``link`` belongs to, once attached."""
+        state = self._links.get(link)
+        return state.device_id if state is not None else None
+
+    def conversation(self, conversation_id: str | None) -> str:
+        """A conversation id fit for an envelope: the session's when none, cut to 200 characters."""
+        return conversation_id[:200] if conversation_id else self.conversation_id
+
+    # ------------------------------------------------------------------------------ links
+
+    def open(self, link: L, *, name: str, verify: Verifier | None, max_text: int | None) -> LinkState:
+        """Keep a new link (not attached yet)."""
+        if link in self._links:
+            raise CallStateError(f"link {name} is already open")
+        state = self._links[link] = LinkState(name=name, verify=verify, max_text=max_text)
+        return state
+
+    def attach(self, link: L, device_id: str) -> None:
+        """``link`` belongs to ``device_id`` from now on (audited, the runtime is told)."""
+        self._links[link].device_id = device_id
+        self._attached[link] = device_id
+        self.out.audit("device.attach", device_id=device_id)
+
+    def detach(self, link: L) -> str | None:
+        """``link`` closed: forget it; the device it belonged to when no other link of it stays open."""
+        state = self._links.pop(link, None)
+        self._attached.pop(link, None)
+        if state is None or state.device_id is None:
+            return None
+        device_id = state.device_id
+        self.out.audit("device.detach", device_id=device_id)
+        self.out.event(DevicesChanged(device_id, attached=False))
+        alone = not any(other.device_id == device_id for other in self._links.values())
+        return device_id if alone else None
+
+    def refuse(self, link: L, code: str, message: str, close_code: int) -> None:
+        """Tell ``link`` why it is refused (an ``error``), close it and forget it."""
+        self.out.send(link, self.encode(Error(code=code, message=message)))
+        self.out.close(link, close_code, message)
+        self._links.pop(link, None)
+        self._attached.pop(link, None)
+
+    # --------------------------------------------------------------------------- messages
+
+    def timestamp(self) -> str:
+        """Now by the session's clock, as an envelope's ``timestamp``."""
+        now = self.out.clock()
+        if self._stamp[0] != now:
+            self._stamp = (now, format_timestamp(now))
+        return self._stamp[1]
+
+    def encode(
+        self,
+        payload: Payload,
+        device_id: str | None = None,
+        *,
+        conversation_id: str | None = None,
+        seq: int | None = None,
+    ) -> str:
+        """The wire text of ``payload`` sent by the agent to ``device_id`` (or to the user), stamped now.
+
+        ``conversation_id`` defaults to the session's; ``seq`` is the history entry the message
+        is the live form of.
+        """
+        target = self._targets.get(device_id)
+        if target is None:  # built once per device: validating an Actor per message shows in profiles
+            if len(self._targets) >= 1024:
+                self._targets.clear()
+            target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
+            self._targets[device_id] = target
+        return codec.encode_envelope(
+            payload,
+            sender=self.agent,
+            target=target,
+            conversation_id=conversation_id or self.conversation_id,
+            seq=seq,
+            timestamp=self.timestamp(),
+        )
+
+    def reply(self, link: L, payload: Payload) -> None:
+        """Send ``payload`` to the device on ``link`` (an open link; attached or not)."""
+        state = self._links.get(link)
+        if state is not None:
+            self.out.send(link, self.encode(payload, state.device_id))
+
+    def broadcast(
+        self,
+        payload: Payload,
+        *,
+        conversation_id: str | None = None,
+        seq: int | None = None,
+        call_id: str | None = None,
+        skip: L | None = None,
+    ) -> int:
+        """Send ``payload`` to every attached device but the one on ``skip`` (in ``conversation_id``,
+        as entry ``seq``, about call ``call_id``); returns to how many."""
+        count = 0
+        for link, device_id in self._attached.items():
+            if link != skip:
+                text = self.encode(payload, device_id, conversation_id=conversation_id, seq=seq)
+                self.out.send(link, text, call_id)
+                count += 1
+        return count
+
+    def max_text(self, link: L) -> int | None:
+        """The longest message ``link`` carries, if it sets a limit."""
+        state = self._links.get(link)
+        return state.max_text if state is not None else None
+
+    def too_long(self, text_for: Callable[[str], str]) -> tuple[str, int, int] | None:
+        """The first attached link whose limit the text ``text_for`` its device is over: the link's
+        name, the limit and the size; None when every link carries it."""
+        for link, device_id in self._attached.items():
+            limit = self._links[link].max_text
+            if limit is not None:
+                size = len(text_for(device_id).encode())
+                if size > limit:
+                    return self._links[link].name, limit, size
+        return None

@@ -1,0 +1,302 @@
+"""The calls part of a session: a call's life from start to end, its repeats, expiry, recovery and hand-over.
+
+- **Lifecycle**: a call goes to every attached device; the first terminal answer wins
+  (:meth:`LiveCalls.finish`), the other devices get ``tool.cancel`` ("answered on another
+  device"); a call ends ``expired`` at its deadline (:meth:`LiveCalls.tick`) and ``cancelled``
+  when either side cancels.
+- **Repeats**: a call id is never run twice: starting a known id gives back the known call.
+- **Recovery and hand-over**: :meth:`LiveCalls.recover` closes the calls a previous process
+  left pending, or keeps forwarded ones live a while for their callers to claim
+  (:meth:`LiveCalls.claim`); :meth:`LiveCalls.release` lets go of a live call without ending it.
+
+Every time is the session's clock; what the store knows of a call is handed in by the driver.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Generic
+
+from .calls import Call, CallState, format_timestamp
+from .devices import Devices
+from .messages import CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
+from .outputs import L, Outbox
+from .timeline import Timeline
+
+ANSWERED_ELSEWHERE = "answered on another device"
+NO_APP = "no LineUp App is connected; ask the user to open the App"
+RESTARTED = "the agent restarted before an answer arrived; ask again"
+EXPIRED = "no answer before the deadline"
+
+
+def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
+    """A result with ``status`` and a human-readable ``message`` that never came from the App."""
+    return ToolResult.model_validate(
+        {"call_id": call_id, "name": name, "status": status, "result": {"message": message, **extra}}
+    )
+
+
+def unknown_call(call_id: str) -> str:
+    """Why an answer to a call nobody knows was not applied."""
+    return f"unknown call {call_id!r}; the answer was not applied"
+
+
+def call_closed(call: Call) -> str:
+    """Why an answer to a call that ended was not applied."""
+    return f"call {call.call_id!r} already ended as {call.state}; this answer was not applied"
+
+
+def closed_reason(call: Call | None) -> str:
+    """Why a card the App still shows is closed: how its call ended (and the recorded message)."""
+    if call is None:
+        return "the agent no longer knows this call"
+    message = call.result.result.get("message") if call.result is not None else None
+    return f"this call already ended ({call.state})" + (f": {message}" if isinstance(message, str) else "")
+
+
+class LiveCalls(Generic[L]):
+    """The live calls of a session and how each ends (see the module docstring)."""
+
+    def __init__(self, out: Outbox[L], devices: Devices[L], timeline: Timeline[L]) -> None:
+        self.out = out
+        self.devices = devices
+        self.timeline = timeline
+        self._live: dict[str, Call] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        #: recovered calls nobody has claimed yet, and until when they wait for a claim
+        self._unclaimed: dict[str, float] = {}
+        self._recovered = False
+
+    # ---------------------------------------------------------------------------- reading
+
+    def live(self, call_id: str) -> Call | None:
+        """The call ``call_id`` if it is live."""
+        return self._live.get(call_id)
+
+    def all(self) -> list[Call]:
+        """The live calls, oldest first."""
+        return list(self._live.values())
+
+    def lookup(self, call_id: str) -> Call | None:
+        """The call ``call_id`` if live or ended in the batch being filled (the store knows the others)."""
+        return self._live.get(call_id) or self.out.ended_now(call_id)
+
+    def next_deadline(self) -> float | None:
+        """When the next live call expires or a recovered call stops waiting for its claim (by the clock), or None."""
+        heap = self._deadlines
+        while heap and (heap[0][1] not in self._live or self._live[heap[0][1]].expires_at != heap[0][0]):
+            heapq.heappop(heap)
+        due = [heap[0][0]] if heap else []
+        if self._unclaimed:
+            due.append(min(self._unclaimed.values()))
+        return min(due) if due else None
+
+    # ------------------------------------------------------------------------------ start
+
+    def start(
+        self,
+        request: ToolCall,
+        *,
+        wait: float,
+        known: Call | None = None,
+        forwarded: bool = False,
+        conversation_id: str | None = None,
+    ) -> Call:
+        """Start a call with a deadline ``wait`` seconds from now; returns its :class:`Call`.
+
+        ``known``: the call with this id as the store holds it (read by the driver): a known id
+        is not started again (a recovered call waiting for its claim is claimed) and its call
+        is returned as it stands. With no device attached the call ends ``failed`` (``no_app``).
+        """
+        known = known or self.lookup(request.call_id)
+        if known is not None:
+            self.claim(known.call_id)
+            return known
+        now = self.out.clock()
+        conversation_id = self.devices.conversation(conversation_id)
+        if not self.devices:
+            call = Call(request=request, conversation_id=conversation_id, created_at=now, forwarded=forwarded)
+            return self._fail_at_once(call, NO_APP, "no_app")
+        expires_at = now + max(0.0, wait)
+        request.expires_at = format_timestamp(expires_at)
+        call = Call(
+            request=request, conversation_id=conversation_id, created_at=now, expires_at=expires_at, forwarded=forwarded
+        )
+        over = self.devices.too_long(lambda device_id: self.devices.encode(call.request, device_id))
+        if over is not None:
+            name, limit, size = over
+            message = (
+                f"the call is {size:,} bytes, more than {name} carries ({limit:,}); "
+                "ask for less (shorter text, fewer options)"
+            )
+            return self._fail_at_once(call, message, "too_large")
+        self._live[call.call_id] = call
+        heapq.heappush(self._deadlines, (expires_at, call.call_id))
+        self.out.batch.new_deadline = True
+        self.out.save(call)
+        self.out.audit("call.created", call_id=call.call_id, detail=request.name)
+        entry = self.timeline.record("call", conversation_id, call_id=call.call_id, call=request)
+        seq = entry.seq if entry is not None else None
+        for link, device_id in self.devices.items():
+            self.deliver(call, link, device_id, seq)
+        return call
+
+    def _fail_at_once(self, call: Call, message: str, error: str) -> Call:
+        call.end("failed", message, now=self.out.clock(), error=error)
+        self.out.save(call)
+        self.out.audit("call.failed", call_id=call.call_id, detail=error)
+        self.out.ended(call)
+        return call
+
+    def deliver(self, call: Call, link: L, device_id: str, seq: int | None = None) -> None:
+        """Send live ``call`` to the device on ``link`` (unless the link cannot carry it: audited)."""
+        text = self.devices.encode(call.request, device_id, conversation_id=call.conversation_id, seq=seq)
+        limit = self.devices.max_text(link)
+        if limit is not None and len(text.encode()) > limit:  # a link that attached after the call started
+            self.out.audit("call.undeliverable", call_id=call.call_id, device_id=device_id, detail="too_large")
+            return
+        self.out.send(link, text, call.call_id)
+        if call.state == CallState.CREATED:
+            call.advance(CallState.DELIVERED, now=self.out.clock())
+            self.out.save(call)
+        self.out.audit("call.delivered", call_id=call.call_id, device_id=device_id)
+
+    # -------------------------------------------------------------------------------- end
+
+    def finish(
+        self,
+        call: Call,
+        result: ToolResult,
+        *,
+        by: L | None = None,
+        reason: str | None = None,
+        surface: str | None = None,
+    ) -> bool:
+        """The one way a live call ends: the first terminal result wins, the other devices are told.
+
+        ``by``: the device's link that answered; ``surface``: what answered when no device did.
+        """
+        if not call.finish(result, now=self.out.clock()):
+            self.out.audit("duplicate.result", call_id=call.call_id)
+            return False
+        del self._live[call.call_id]
+        self.out.save(call)
+        by_device = (self.devices.device_id(by) if by is not None else None) or surface
+        self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
+        self.out.ended(call)
+        seq = self.timeline.record_end(call, by_device)
+        answered = by is not None or surface is not None
+        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
+        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id, skip=by)
+        return True
+
+    def end(
+        self, call_id: str, status: CallStatus, reason: str, *, by: L | None = None, told: str | None = None
+    ) -> bool:
+        """End live call ``call_id`` with ``status`` and ``reason`` (``told``: what the devices are told);
+        False when it is not live."""
+        item = self._live.get(call_id)
+        if item is None:
+            return False
+        return self.finish(item, failure(call_id, item.request.name, status, reason), by=by, reason=told or reason)
+
+    def cancel_all(self, reason: str) -> int:
+        """Cancel every live call; returns how many."""
+        return sum(self.end(call_id, "cancelled", reason) for call_id in list(self._live))
+
+    def ack(self, device_id: str, ack: ToolAck) -> None:
+        """A device says how far it got with a live call."""
+        item = self._live.get(ack.call_id)
+        if item is not None and item.advance(CallState(ack.stage), now=self.out.clock()):
+            self.out.save(item)
+            self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
+
+    def abandon(self, call: Call, message: str) -> None:
+        """The store could not write the last changes of ``call``, and nothing of them was sent: end it ``failed``.
+
+        A live call ends ``failed`` with ``message``. A call whose end could not be written (an
+        answer nothing may rely on, since nobody was told) ends ``failed`` instead of that
+        answer. Either way every device gets a ``tool.cancel`` with ``message`` and the call is
+        in :attr:`Batch.ended`, so the model is told too.
+        """
+        now = self.out.clock()
+        result = failure(call.call_id, call.request.name, "failed", message, error="store_failed")
+        if call.call_id in self._live:
+            self.finish(self._live[call.call_id], result, reason=message)
+            return
+        if not call.done:
+            return
+        call.result = result  # replaces an end that was never written nor told
+        call.state = CallState.FAILED
+        call.history.append((CallState.FAILED, now))
+        self.out.save(call)
+        self.out.audit("call.failed", call_id=call.call_id, detail="store_failed")
+        self.out.ended(call)
+        seq = self.timeline.record_end(call, None)
+        notice = ToolCancel(call_id=call.call_id, reason=message)
+        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
+
+    def tick(self) -> int:
+        """End every live call whose deadline has passed, and every recovered call nobody claimed in time; how many."""
+        now = self.out.clock()
+        count = 0
+        for call_id, until in list(self._unclaimed.items()):
+            if until <= now:
+                del self._unclaimed[call_id]
+                count += self.end(call_id, "cancelled", RESTARTED)
+        while (due := self.next_deadline()) is not None and due <= now:
+            _, call_id = heapq.heappop(self._deadlines)
+            count += self.end(call_id, "expired", EXPIRED, told=f"expired: {EXPIRED}")
+        return count
+
+    # ------------------------------------------------------------------ restart, hand-over
+
+    def claim(self, call_id: str) -> bool:
+        """The agent's side waits on call ``call_id`` again: a recovered call then lives on to its deadline.
+
+        True when it was a recovered call waiting for its claim.
+        """
+        return self._unclaimed.pop(call_id, None) is not None
+
+    def release(self, call_id: str) -> Call | None:
+        """Let go of live call ``call_id`` without ending it: this process stops serving, another takes it over.
+
+        Nothing is written and nobody is told: the call stays pending in the store, the devices
+        keep showing its card, and the next session on the same store recovers it (``reclaim``).
+        Returns the call, or None when it is not live.
+        """
+        self._unclaimed.pop(call_id, None)
+        return self._live.pop(call_id, None)
+
+    def recover(self, pending: list[Call], *, reclaim: float = 0.0) -> list[Call]:
+        """Once per session: the calls a previous process left ``pending`` (read from the store); those closed now.
+
+        Calls past their deadline end ``expired``, the others ``cancelled`` at once (their waiter
+        is gone); an App that still shows one of them has its card closed with that reason when
+        it reconnects — except, with ``reclaim`` > 0, the calls another process forwarded (a
+        hand-over: the process that served is gone, but the one that asked may still wait): they
+        stay live and are delivered to the devices as before; one started again by its id within
+        ``reclaim`` seconds lives on to its own deadline, the others end ``cancelled`` then. A
+        store belongs to one session at a time: a second one on the same store would close the
+        first one's calls.
+        """
+        if self._recovered:
+            return []
+        self._recovered = True
+        now = self.out.clock()
+        closed = []
+        for call in pending:
+            if reclaim > 0 and call.forwarded and call.expires_at is not None and call.expires_at > now:
+                self._live[call.call_id] = call
+                heapq.heappush(self._deadlines, (call.expires_at, call.call_id))
+                self._unclaimed[call.call_id] = now + reclaim
+                self.out.batch.new_deadline = True
+                self.out.audit("call.recovered", call_id=call.call_id, detail=f"waits {reclaim:g} s for its caller")
+                continue
+            if not call.expire_if_due(now):
+                call.end("cancelled", RESTARTED, now=now)
+            self.out.save(call)
+            self.out.audit(f"call.{call.state}", call_id=call.call_id, detail="recovered after restart")
+            self.timeline.record_end(call, None)
+            closed.append(call)
+        return closed

@@ -1,0 +1,147 @@
+"""The history part of a session: numbering the entries, keeping the conversations, catching a device up.
+
+Every event a device shows becomes a :class:`~.history.Record` with the next seq, put in the
+same batch as the changes it belongs to (so it is committed before anything about it is
+sent). The store's history as the session starts on it is handed in (:class:`~.reads.Kept`);
+the entries a catching-up device missed are read by the driver before the batch
+(:meth:`Timeline.query`, then :meth:`Timeline.catch_up`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic
+
+from .calls import Call
+from .devices import Devices
+from .history import CHUNK_CHARS, Record, Retention, SaveConversation, chunks
+from .messages import Attachment, ConversationInfo, History, HistoryEntry, HistoryEvent
+from .outputs import Batch, L, Outbox
+from .reads import HistoryQuery, Kept
+
+#: how many conversations a session keeps track of, and lists to a device
+MAX_CONVERSATIONS = 1000
+MAX_LISTED = 200
+
+
+def by_url(files: Iterable[Attachment]) -> list[Attachment] | None:
+    """Files as the history keeps them: without their inline data (a device fetches them by URL); None for none."""
+    kept = [file.model_copy(update={"data": None}) if file.data else file for file in files]
+    return kept or None
+
+
+class Timeline(Generic[L]):
+    """The numbered history of a session's conversations (see the module docstring)."""
+
+    def __init__(self, out: Outbox[L], devices: Devices[L], *, retention: Retention, kept: Kept) -> None:
+        self.out = out
+        self.devices = devices
+        #: how much history is kept
+        self.retention = retention
+        #: the id of the history the seqs count in (the store's)
+        self.history_id = kept.history_id
+        #: the newest seq (0 before the first entry)
+        self.head = kept.head
+        # oldest activity first, as :meth:`record` keeps it
+        self._conversations = {
+            c.conversation_id: SaveConversation(c.conversation_id, c.title, c.last_seq)
+            for c in reversed(kept.conversations)
+        }
+        #: entries made in the batch being filled (the store knows them once the driver commits it)
+        self._in_batch: list[Record] = []
+        self._batch: Batch[L] | None = None
+
+    def conversations(self) -> list[ConversationInfo]:
+        """The conversations with history kept, most recently active first (at most :data:`MAX_LISTED`)."""
+        known = sorted(self._conversations.values(), key=lambda c: c.last_seq, reverse=True)
+        return [c.info() for c in known[:MAX_LISTED]]
+
+    def title(self, conversation_id: str) -> str | None:
+        """The title of a conversation, if it has one."""
+        known = self._conversations.get(conversation_id)
+        return known.title if known is not None else None
+
+    def record(
+        self, event: HistoryEvent, conversation_id: str, *, call_id: str | None = None, **fields: Any
+    ) -> Record | None:
+        """Number and keep one history entry (with this batch); None when history is off."""
+        if self.retention.limit <= 0:
+            return None
+        out = self.out
+        now = out.clock()
+        seq = self.head = self.head + 1
+        record = Record(seq, now, conversation_id, event, fields, call_id)
+        self._pending().append(record)
+        out.batch.changes.append(record)
+        conversations = self._conversations
+        known = conversations.pop(conversation_id, None)  # re-inserted last: the dict stays in activity order
+        title = fields.get("title") or (known.title if known is not None else None)
+        info = SaveConversation(conversation_id, title, seq, now)
+        conversations[conversation_id] = info
+        out.batch.changes.append(info)
+        oldest = self.retention.oldest_seq(seq)
+        while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
+            del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
+        return record
+
+    def record_end(self, call: Call, device_id: str | None) -> int | None:
+        """Keep how ``call`` ended (and who answered it) in the history; the entry's seq."""
+        entry = self.record(
+            "call.end", call.conversation_id, call_id=call.call_id, result=call.result, device_id=device_id
+        )
+        return entry.seq if entry is not None else None
+
+    def broadcast_entry(self, record: Record) -> None:
+        """Send one new entry to every device as a ``history`` message (for events with no message of their own)."""
+        live = History.model_construct(history_id=self.history_id, head=record.seq, entries=[record.entry()])
+        self.devices.broadcast(live, conversation_id=record.conversation_id, seq=record.seq)
+
+    def _reset(self, last_seq: int, history_id: str | None) -> bool:
+        return last_seq > self.head or (history_id is not None and history_id != self.history_id)
+
+    def query(self, last_seq: int, history_id: str | None) -> HistoryQuery | None:
+        """What the store must read for a device whose last seen entry is ``last_seq`` of ``history_id``
+        (everything kept when its seq does not count in this history); None when nothing."""
+        head = self.head
+        after = max(0 if self._reset(last_seq, history_id) else last_seq, self.retention.oldest_seq(head) - 1)
+        if self.retention.limit <= 0 or after >= head:
+            return None
+        return HistoryQuery(after, self.retention.oldest_at(self.out.clock()), self.retention.limit)
+
+    def catch_up(self, link: L, last_seq: int, history_id: str | None, stored: Sequence[HistoryEntry]) -> None:
+        """Send the device on ``link`` the entries after ``last_seq``: ``stored`` (what the store read for
+        :meth:`query`) and those of this batch, in as many ``history`` messages as its link needs."""
+        head = self.head
+        reset = self._reset(last_seq, history_id)
+        entries = list(stored)
+        query = self.query(last_seq, history_id)
+        if query is not None:
+            newest = entries[-1].seq if entries else query.after
+            entries += [r.entry() for r in self._pending() if r.seq > newest]  # in this batch: not committed
+        groups = list(chunks(entries, self.devices.max_text(link) or CHUNK_CHARS)) or [[]]
+        for index, group in enumerate(groups):
+            first = index == 0
+            message = History.model_construct(
+                history_id=self.history_id,
+                head=head,
+                entries=group,
+                conversations=self.conversations() if first else None,
+                reset=reset and first,
+                more=index < len(groups) - 1,
+            )
+            self.devices.reply(link, message)
+
+    def name(self, conversation_id: str, title: str) -> None:
+        """Title a conversation (cut to 200 characters); every device is told. The same title again changes nothing."""
+        title = " ".join(title.split())[:200]
+        if not title or self.title(conversation_id) == title:
+            return
+        entry = self.record("conversation", conversation_id, title=title)
+        if entry is not None:
+            self.broadcast_entry(entry)
+
+    def _pending(self) -> list[Record]:
+        if self._batch is not self.out.batch:
+            self._batch = self.out.batch
+            self._in_batch = []
+        return self._in_batch
