@@ -321,7 +321,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -376,6 +376,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "INSERT INTO meta (key, value) VALUES ('history_id', lower(hex(randomblob(16))))",
     ),
+    # 4: conversations the user closed (conversation.update)
+    4: ("ALTER TABLE conversations ADD COLUMN closed INTEGER NOT NULL DEFAULT 0",),
 }
 
 _SAVE_CALL = """
@@ -397,14 +399,17 @@ _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
 _SAVE_CONVERSATION = """
-INSERT INTO conversations (conversation_id, title, last_seq, updated_at) VALUES (?, ?, ?, ?)
+INSERT INTO conversations (conversation_id, title, last_seq, updated_at, closed) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (conversation_id) DO UPDATE SET
-    title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at
+    title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at,
+    closed = excluded.closed
 """
 _PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
 _PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE last_seq < (SELECT coalesce(min(seq), 0) FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
-_READ_CONVERSATIONS = "SELECT conversation_id, title, last_seq, updated_at FROM conversations ORDER BY last_seq DESC"
+_READ_CONVERSATIONS = (
+    "SELECT conversation_id, title, last_seq, updated_at, closed FROM conversations ORDER BY last_seq DESC"
+)
 
 
 def _over(count: int, limit: int) -> bool:
@@ -645,7 +650,7 @@ class SQLiteStore(_OneChange):
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
         rows = self._read("reading the conversations", _READ_CONVERSATIONS)
-        return [SaveConversation(*row).info() for row in rows]
+        return [SaveConversation(cid, title, seq, at, bool(closed)).info() for cid, title, seq, at, closed in rows]
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:

@@ -1,4 +1,4 @@
-"""The App's vendor bundles (the WuKongIM JS SDK + noble crypto; markdown-it) are exactly what the pinned build makes."""
+"""The App's vendor bundles (WuKongIM JS SDK + noble crypto; markdown-it) are exactly what the pinned build makes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def test_rebuilding_the_vendor_bundles_gives_the_same_bytes(tmp_path: Path) -> N
     subprocess.run(["node", str(ROOT / "scripts" / "bundle-app.mjs"), str(tmp_path)], check=True, timeout=120)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(BUNDLES)
     for name in BUNDLES:
-        assert (tmp_path / name).read_bytes() == (VENDOR / name).read_bytes(), f"{name} is stale: run scripts/bundle-app"
+        rebuilt = (tmp_path / name).read_bytes()
+        assert rebuilt == (VENDOR / name).read_bytes(), f"{name} is stale: run scripts/bundle-app"
 
 
 @pytest.mark.parametrize("name", BUNDLES)

@@ -131,7 +131,7 @@ function showEntry(entry, replay = false) {
   if (!entry || typeof entry !== "object" || (!replay && !cursor.fresh(entry.seq))) return;
   const conversation = typeof entry.conversation_id === "string" && entry.conversation_id ? entry.conversation_id : DEFAULT_CONVERSATION;
   const at = entry.at;
-  const counts = entry.event !== "text.in" || entry.device_id !== deviceId(); // what I typed is read
+  const counts = entry.event !== "text.in"; // what the user typed (on any of their devices) is read
   inConversation(conversation, () => {
     conversations.create(conversation);
     const files = Array.isArray(entry.attachments) ? entry.attachments : [];
@@ -147,7 +147,9 @@ function showEntry(entry, replay = false) {
       const where = answeredWhere(entry.device_id, deviceId());
       deck.settle(entry.result.call_id, entry.result, describeEnd(entry.result), where);
     } else if (entry.event === "conversation") {
-      conversations.update(conversation, { title: typeof entry.title === "string" ? entry.title : null, closed: entry.closed === true });
+      const title = typeof entry.title === "string" ? entry.title : null;
+      const closed = typeof entry.closed === "boolean" ? entry.closed : null;
+      conversations.update(conversation, { title, closed, seq: entry.seq });
     }
   }, { seq: entry.seq, counts });
   if (replay) return;
@@ -180,7 +182,9 @@ function showHistory(history) {
   }
   cursor.restart(history.history_id, history.reset);
   for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
-    if (typeof info?.conversation_id === "string") conversations.create(info.conversation_id, info.title);
+    if (typeof info?.conversation_id !== "string") continue;
+    const closed = typeof info.closed === "boolean" ? info.closed : null;
+    conversations.update(info.conversation_id, { title: info.title, closed, seq: info.last_seq });
   }
   for (const entry of Array.isArray(history.entries) ? history.entries : []) showEntry(entry);
 }

@@ -26,6 +26,7 @@ export const MAX_TITLE = 200;
  * @property {number} unread
  * @property {number} latest the newest seq shown in it
  * @property {boolean} closed
+ * @property {number} closedAt the newest seq when it was closed (what comes after opens it again)
  */
 
 /**
@@ -89,7 +90,7 @@ export class Conversations {
     if (!known) {
       const button = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "conv-tab", "data-conversation": id }));
       button.addEventListener("click", () => this.select(id));
-      known = { id, title: null, guess: null, button, unread: 0, latest: 0, closed: false };
+      known = { id, title: null, guess: null, button, unread: 0, latest: 0, closed: false, closedAt: 0 };
       this.known.set(id, known);
       this.tabs.append(button);
     }
@@ -187,11 +188,11 @@ export class Conversations {
       const label = h("span", { class: "card-conversation", title: "Conversation" }, this.titleOf(id));
       el.querySelector(".card-head")?.append(label);
     }
-    if (known.closed) {
-      known.closed = false; // something new there: it opens again
+    const numbered = typeof seq === "number" && Number.isSafeInteger(seq);
+    if (known.closed && counts && (!numbered || seq > known.closedAt)) {
+      known.closed = false; // something new there: it opens again (as the agent does)
       this.paint(known);
     }
-    const numbered = typeof seq === "number" && Number.isSafeInteger(seq);
     if (numbered) known.latest = Math.max(known.latest, seq);
     el.hidden = id !== this.current;
     if (!el.hidden) this.markRead(known);
@@ -202,23 +203,31 @@ export class Conversations {
   }
 
   /**
-   * The agent says conversation `id` is called `title`, or was closed (by any device).
+   * The agent says conversation `id` is called `title`, or was closed or opened again (by any
+   * device), as of its entry `seq`.
    * @param {string} id
-   * @param {{title?: string | null, closed?: boolean | null}} change
+   * @param {{title?: string | null, closed?: boolean | null, seq?: number}} change
    */
-  update(id, { title, closed }) {
+  update(id, { title, closed, seq }) {
     this.create(id, title);
-    if (closed) this.hide(id);
+    if (closed === true) this.hide(id, seq);
+    else if (closed === false) {
+      const known = /** @type {Known} */ (this.known.get(id));
+      known.closed = false;
+      this.paint(known);
+    }
   }
 
   /**
-   * Close conversation `id` here: its tab goes; Main is shown if it was the current one.
+   * Close conversation `id` here (as of entry `seq`): its tab goes; Main is shown if it was the current one.
    * @param {string} id
+   * @param {number} [seq]
    */
-  hide(id) {
+  hide(id, seq) {
     const known = this.known.get(id);
     if (!known || id === DEFAULT_CONVERSATION) return;
     known.closed = true;
+    known.closedAt = Math.max(known.closedAt, seq ?? known.latest);
     known.unread = 0;
     this.paint(known);
     if (this.current === id) this.select(DEFAULT_CONVERSATION);
