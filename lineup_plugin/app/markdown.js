@@ -4,7 +4,8 @@
 // document.createElement and textContent only. What is drawn: paragraphs, line breaks, emphasis,
 // lists, quotes, code, tables and links (http, https and mailto only; they open in a new tab
 // with rel=noopener). Raw HTML and pictures stay text; other link schemes (javascript:, data:,
-// ...) stay text. Until the library has loaded, a reply shows as plain text.
+// ...) stay text. Until the library has loaded, a reply shows as plain text, and so does a reply
+// nested deeper than markdown-it goes (it would drop the rest).
 
 import { h } from "./dom.js";
 
@@ -63,7 +64,11 @@ export function renderMarkdown(target, text) {
     return;
   }
   waiting.delete(target);
-  target.replaceChildren(...build(parser.parse(text, {})));
+  const tokens = parser.parse(text, {});
+  // nested as deep as markdown-it goes, it drops the rest of the text: then the whole reply is plain text
+  const deepest = parser.options.maxNesting - 1;
+  if (tokens.some((/** @type {any} */ token) => token.level >= deepest)) target.replaceChildren(h("p", {}, text));
+  else target.replaceChildren(...build(tokens));
 }
 
 /**

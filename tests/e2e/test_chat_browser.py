@@ -233,3 +233,21 @@ async def test_conversations_are_renamed_and_closed_on_every_device(agent: Agent
     # Main cannot be closed
     await page.get_by_role("button", name="Rename or close this conversation").click()
     await expect(dialog.get_by_role("button", name="Close conversation")).to_be_hidden()
+
+
+async def test_a_huge_deeply_nested_reply_is_drawn_and_the_app_stays_usable(agent: Agent, open_app: OpenApp) -> None:
+    page = await open_app()
+    deep = "> " * 3000 + "deep\n\n" + "- " * 3000 + "list\n\n" + "[" * 3000 + "x" + "]" * 3000 + "\n\n"
+    text = deep + "\U0001f600 " + "word " * 18_000  # ~100,000 characters in all
+    await agent.hub.send_text(text)
+    reply = page.locator(".msg-agent .md")
+    # nested deeper than the parser goes: the whole reply is plain text, nothing of it dropped
+    for part in ("deep", "list", "[[[x]]]", "\U0001f600 word word"):
+        await expect(reply).to_contain_text(part)
+    depth = await reply.evaluate(
+        "(el) => { let d = 0; const walk = (n, k) => { d = Math.max(d, k);"
+        " for (const c of n.children) walk(c, k + 1); }; walk(el, 0); return d; }"
+    )
+    assert depth <= 2
+    await typed(page, "still here")
+    await expect(page.locator(".msg-user")).to_have_text(["still here"])
