@@ -109,7 +109,8 @@ function open(token) {
   }
   if (name === "heading") return h("p", { class: "md-heading" });
   if (name === "table") return h("table", { class: "md-table" });
-  const start = name === "ordered_list" ? Number(token.attrGet("start")) : NaN;
+  const given = name === "ordered_list" ? token.attrGet("start") : null; // "3." starts at 3; "1." says nothing
+  const start = given === null ? NaN : Number(given);
   return h(tag, { start: Number.isSafeInteger(start) && start !== 1 ? start : null });
 }
 

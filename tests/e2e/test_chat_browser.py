@@ -23,6 +23,11 @@ MARKDOWN = """**Bold** and *slanted* and `inline code`.
 1. first
 2. second
 
+Then:
+
+3. third
+4. fourth
+
 ```
 print("hi")
 ```
@@ -63,7 +68,8 @@ async def test_agent_markdown_is_drawn_and_html_and_script_links_stay_inert(agen
     await expect(reply.locator("strong")).to_have_text("Bold")
     await expect(reply.locator("em")).to_have_text("slanted")
     await expect(reply.locator("ul > li")).to_have_text(["one", "two"])
-    await expect(reply.locator("ol > li")).to_have_text(["first", "second"])
+    await expect(reply.locator("ol > li")).to_have_text(["first", "second", "third", "fourth"])
+    assert await reply.locator("ol").evaluate_all("(lists) => lists.map((ol) => ol.start)") == [1, 3]
     await expect(reply.locator("pre code")).to_have_text('print("hi")')
     await expect(reply.locator(":not(pre) > code")).to_have_text("inline code")
     links = reply.locator("a")
