@@ -242,7 +242,10 @@ const connection = new Transport({
     }
     cursor.advance(envelope.seq);
   },
-  onState: (state) => showLink(ui.link, state),
+  onState: (state) => {
+    showLink(ui.link, state);
+    $("reconnect").hidden = state !== "reconnecting"; // waiting out a backoff: offer to try at once
+  },
   onAuthFailed: () => {
     forgetToken(); // a reload must not retry it; the field keeps it for correcting
     showConnect(WRONG_TOKEN);
@@ -387,6 +390,7 @@ ui.stop.addEventListener("click", () => {
 
 // back on the page (a phone woke up, the tab was chosen again): reconnect now, not after the backoff
 document.addEventListener("visibilitychange", () => document.visibilityState === "visible" && connection.retryNow());
+$("retry-now").addEventListener("click", () => connection.retryNow());
 
 const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
 $("stats-button").addEventListener("click", () => statusView.open());

@@ -5,6 +5,7 @@ until the agent has them, and conversations renamed and closed."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -257,3 +258,25 @@ async def test_a_huge_deeply_nested_reply_is_drawn_and_the_app_stays_usable(agen
     assert depth <= 2
     await typed(page, "still here")
     await expect(page.locator(".msg-user")).to_have_text(["still here"])
+
+
+async def test_retry_now_and_coming_back_to_the_page_reconnect_at_once(agent: Agent, open_app: OpenApp) -> None:
+    page = await open_app(url="about:blank", connected=False)
+    await page.clock.install()  # the page's timers run on a clock the test can stop
+    await page.goto(agent.link)
+    await expect(page.locator("#link")).to_have_text("Connected")
+    for how in ("the button", "the page shown again"):
+        await agent.server.close()
+        await expect(page.locator("#link")).to_have_text("Reconnecting…")
+        now = await page.evaluate("Date.now()")
+        await page.clock.pause_at(datetime.fromtimestamp(now / 1000 + 60, UTC))  # no backoff timer fires from now on
+        await agent.restart_server()
+        retry = page.get_by_role("button", name="Retry now")
+        await expect(retry).to_be_visible()
+        if how == "the button":
+            await retry.click()
+        else:
+            await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+        await expect(page.locator("#link")).to_have_text("Connected")
+        await expect(retry).to_be_hidden()
+        await page.clock.resume()
