@@ -94,7 +94,6 @@ const conversations = new Conversations(ui.conversations, ui.feed, {
     close: (id) => connection.send("conversation.update", { closed: true }, id),
   },
 });
-const deliveries = new Deliveries(feed);
 
 /**
  * What is being drawn: its conversation (each element of the feed is tagged with it), its history
@@ -265,6 +264,8 @@ const connection = new Transport({
   resume: () => cursor.hello(),
 });
 
+const deliveries = new Deliveries(feed, connection);
+
 function start({ host, token }) {
   ui.host.value = host;
   ui.token.value = token;
@@ -361,7 +362,7 @@ ui.composer.addEventListener("submit", (event) => {
     deliveries.start(feed.message("user", text, shown), () => sendWithFiles(text, files, conversation));
     showTray();
   } else {
-    deliveries.start(feed.message("user", text), () => connection.send("text", { text }, conversation));
+    deliveries.text(feed.message("user", text), text, conversation);
   }
   feed.toNewest(); // what the user sends is shown, even if they had scrolled up
   if (text) conversations.guess(conversations.current, text);
@@ -402,8 +403,15 @@ ui.disconnect.addEventListener("click", () => {
 
 const saved = loadCredentials();
 ui.host.value = saved.host;
+replay(cursor.items); // what this page showed before it was loaded
+// texts a previous load left waiting: drawn again, sent again once connected
+deliveries.restore((kept) => {
+  /** @type {HTMLElement | undefined} */
+  let bubble;
+  inConversation(kept.conversation, () => (bubble = feed.message("user", kept.text, [], { at: kept.at })), { counts: false });
+  return /** @type {HTMLElement} */ (bubble);
+});
 if (saved.token) {
-  replay(cursor.items);
   conversations.select(conversations.current);
   showChat();
   start(saved);

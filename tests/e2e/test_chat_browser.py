@@ -200,6 +200,31 @@ async def test_a_message_is_marked_sending_until_the_agent_has_it(agent: Agent, 
     await expect(bubble).to_have_count(1)  # its history entry did not draw it twice
 
 
+async def test_a_message_typed_offline_survives_the_tab_and_arrives_once(agent: Agent, open_app: OpenApp) -> None:
+    received: list[str] = []
+    agent.hub.on_text = lambda device_id, text: received.append(text)
+    page = await open_app()
+    await agent.server.close()
+    await expect(page.locator("#link")).to_have_text("Reconnecting…")
+    await typed(page, "do not lose me")
+    await expect(page.locator(".msg-row-user .msg-mark")).to_have_text("Sending…")
+    context = page.context
+    await page.close()  # the tab is closed before the agent is back: the text waits in this browser
+    await agent.restart_server()
+    page = await context.new_page()
+    await page.goto(agent.url)
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(page.locator(".msg-user")).to_have_text(["do not lose me"])
+    await expect(page.locator(".msg-row-user .msg-mark")).to_have_count(0)
+    assert received == ["do not lose me"]
+    # once arrived it is history: another reload shows it once and sends nothing
+    await page.reload()
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(page.locator(".msg-user")).to_have_text(["do not lose me"])
+    assert received == ["do not lose me"]
+    assert await page.evaluate("localStorage.getItem('lineup.outbox')") == "[]"
+
+
 async def test_a_message_too_long_is_marked_not_sent(agent: Agent, open_app: OpenApp) -> None:
     page = await open_app()
     await page.get_by_label("Message to the agent").fill("x" * 100_001)
