@@ -282,10 +282,12 @@ export class Conversations {
     this.nameField.select();
   }
 
-  /** Forget every conversation but the chosen one (the agent's history starts over). */
+  /** Forget every conversation but the chosen one, and what was read (the agent's history starts over: its seqs too). */
   clear() {
     for (const known of this.known.values()) known.button.remove();
     this.known.clear();
+    this.read = {};
+    localStorage.removeItem(READ_KEY);
     this.create(this.current);
   }
 }
