@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .ports import Link
 
 log = logging.getLogger(__name__)
+_NONE: frozenset[str] = frozenset()
 
 DEFAULT_DEADLINE = 600.0
 #: seconds between tries to write what a failing store could not
@@ -145,7 +146,7 @@ class Hub(AgentSide):
     def _flush(self, *, retry: bool = True) -> list[Event]:
         """Apply what the session produced: commit, registry, send, wake; returns the runtime's events."""
         batch = self.session.take()
-        failed: set[str] = set()
+        failed: set[str] | frozenset[str] = _NONE
         if not self.store.write_deferred():
             self._retry_later()
         if batch.changes:
@@ -172,19 +173,20 @@ class Hub(AgentSide):
                     log.info("send to %s failed: %s", message.link.name, exc)
             else:
                 message.link.close(message.code, message.reason)
-        unsaved = [call for call in batch.ended if call.call_id in failed]
+        unsaved = [call for call in batch.ended if call.call_id in failed] if failed else []
         for call in batch.ended:
             assert call.result is not None
-            for waiter in () if call.call_id in failed else self._waiters.pop(call.call_id, ()):
-                if not waiter.done():  # a cancelled caller's wait is done already
-                    waiter.set_result(call.result)
+            if call.call_id not in failed:
+                for waiter in self._waiters.pop(call.call_id, ()):
+                    if not waiter.done():  # a cancelled caller's wait is done already
+                        waiter.set_result(call.result)
         for call in unsaved:  # the model and every App are told, in a batch of their own
             self.session.calls.abandon(call, "the agent could not save this call; ask again")
         if unsaved or batch.registry:
             batch.events.extend(self._flush(retry=not unsaved))
         if batch.new_deadline or self._timer is None:
             self._arm_timer()
-        if any(isinstance(event, DevicesChanged) for event in batch.events):
+        if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
 
@@ -274,11 +276,11 @@ class Hub(AgentSide):
     async def receive(self, link: Link, text: str | bytes | Any, *, parsed: bool = False) -> None:
         """Handle one message that arrived on ``link`` (``parsed``: a JSON value a transport parsed already,
         e.g. out of an IM message); bad input is answered with an ``error``."""
-        message = self.session.decode(link, text, parsed=parsed)
+        session = self.session
+        message = session.decode(link, text, parsed=parsed)
         if message is not None:
-            await self.handle(link, message)
-        else:
-            await self._settle()
+            session.receive(link, message, self.store.read(session.wants(link, message)))
+        await self._settle()
 
     async def receive_object(self, link: Link, data: Any) -> None:
         """Handle one JSON object a transport has parsed already (e.g. out of an IM message)."""

@@ -185,9 +185,10 @@ class LiveCalls(Generic[L]):
         self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self.out.ended(call)
         seq = self.timeline.record_end(call, by_device)
-        answered = by is not None or surface is not None
-        notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
-        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id, skip=by)
+        if self.devices.others(by):  # the other devices are told (a message made only when one is there)
+            answered = by is not None or surface is not None
+            notice = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason)
+            self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id, skip=by)
         return True
 
     def end(

@@ -18,7 +18,6 @@ host's card ``unsupported`` (the phone's App still loads it) and is logged.
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import posixpath
@@ -28,6 +27,7 @@ from importlib.resources.abc import Traversable
 
 from ...errors import RendererError
 from ...tools.renderers import Renderer
+from ...transports.app_files import packaged_app
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,6 @@ def card_uri(tool: str) -> str:
 def tool_of(uri: str) -> str | None:
     """The tool whose card page ``uri`` names, or None."""
     return uri[len(URI_PREFIX) :] if uri.startswith(URI_PREFIX) and len(uri) > len(URI_PREFIX) else None
-
-
-def packaged_app() -> Traversable:
-    """The reference App's files (``lineup_plugin/app``)."""
-    return importlib.resources.files("lineup_plugin") / "app"
 
 
 def bundle(read: Callable[[str], str], entry: str) -> str:

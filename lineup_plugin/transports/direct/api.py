@@ -37,7 +37,7 @@ from websockets.http11 import Request, Response
 from ...errors import LineUpError, TransportError
 from ...hub import Hub
 from ...stats import Meter, Stats
-from ...store import SQLiteStore
+from ...store import AuditPages
 from .auth import TOKEN_FILE, AuthThrottle, load_or_create_token, token_matches
 
 log = logging.getLogger(__name__)
@@ -160,13 +160,13 @@ class HttpApi:
             if not math.isfinite(since):
                 return problem(HTTPStatus.BAD_REQUEST, "since: expected seconds since the epoch, e.g. since=1764547200")
         store = self.hub.store
-        if not isinstance(store, SQLiteStore):
+        if not isinstance(store, AuditPages):
             message = "this agent keeps its calls in memory (store: memory); there is nothing to count"
             return problem(HTTPStatus.SERVICE_UNAVAILABLE, message)
         return json_response(HTTPStatus.OK, (await store_stats(store, since)).as_json())
 
 
-async def store_stats(store: SQLiteStore, since: float | None) -> Stats:
+async def store_stats(store: AuditPages, since: float | None) -> Stats:
     """The metering of the store this process holds, on the hub's loop: the audit log is read and
     counted a page at a time, and the Apps are served between pages."""
     meter = Meter(since=since)

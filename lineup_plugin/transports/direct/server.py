@@ -57,6 +57,7 @@ from ...errors import TransportError
 from ...hub import Hub
 from ...media import INLINE_TYPES
 from ...protocol.messages import DeviceHello, Error
+from ..app_files import packaged_app
 from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
@@ -69,7 +70,7 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import content_type, find_file, packaged_app
+from .static import content_type, find_file
 
 if TYPE_CHECKING:
     from ...config.settings import Settings

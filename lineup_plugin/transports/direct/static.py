@@ -7,7 +7,6 @@ on disk is also checked after symlinks are resolved.
 
 from __future__ import annotations
 
-import importlib.resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -32,11 +31,6 @@ CONTENT_TYPES: dict[str, str] = {
     ".woff2": "font/woff2",
     ".woff": "font/woff",
 }
-
-
-def packaged_app() -> Traversable:
-    """The reference App shipped inside the package (``lineup_plugin/app``)."""
-    return importlib.resources.files("lineup_plugin") / "app"
 
 
 def content_type(name: str) -> str:

@@ -102,7 +102,7 @@ async def revoke(settings: Settings) -> str:
 
 def export_app(target: Path, source: Traversable | None = None) -> int:
     """Copy the App's static files into ``target`` (created; must be empty or absent); how many files."""
-    from ..direct.static import packaged_app
+    from ..app_files import packaged_app
 
     root = source if source is not None else packaged_app()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
