@@ -42,6 +42,7 @@ export function markdownReady() {
   loading ??= import("./vendor/markdown.js").then(
     (/** @type {any} the bundle is not typed */ bundle) => {
       parser = new bundle.MarkdownIt({ html: false, linkify: true, breaks: true, typographer: false }).disable(["image"]);
+      parser.linkify.set({ fuzzyLink: false }); // "main.py" is a file name, not a site in Paraguay: links need a scheme or www.
     },
     () => {
       // not loaded (offline, an old cache): replies stay plain text

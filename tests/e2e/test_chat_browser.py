@@ -33,7 +33,7 @@ Then:
 print("hi")
 ```
 
-[the icon]({url}icon.svg) and {url}index.html
+[the icon]({url}icon.svg) and {url}index.html (see app.py, not a link)
 
 <script>window.pwned = "script"</script>
 <img src=x onerror="window.pwned = 'img'">
