@@ -70,9 +70,14 @@ export class Feed {
     this.following = true;
     this.jump = h("button", { type: "button", class: "jump", hidden: true, onclick: () => this.toNewest() }, "↓ New messages");
     scroller.append(this.jump); // sticks to the bottom of the view
+    let lastTop = 0;
     scroller.addEventListener("scroll", () => {
-      this.following = this.distance() < NEAR_BOTTOM;
-      if (this.following) this.jump.hidden = true;
+      const top = scroller.scrollTop;
+      if (this.distance() < NEAR_BOTTOM) {
+        this.following = true;
+        this.jump.hidden = true;
+      } else if (top < lastTop - 1) this.following = false; // the user went up (growing content moves nothing)
+      lastTop = top;
     });
     // whatever grows (a message, a picture loading, a reply being written, the view shown at
     // last, the keyboard opening): keep to the newest message if the user was there
