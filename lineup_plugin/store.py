@@ -322,7 +322,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -379,6 +379,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # 4: who answered an ended call (its device id and name, JSON), for the verdict the devices are shown
     4: ("ALTER TABLE calls ADD COLUMN answered TEXT",),
+    # 5: conversations the user closed (conversation.update)
+    5: ("ALTER TABLE conversations ADD COLUMN closed INTEGER NOT NULL DEFAULT 0",),
 }
 
 _SAVE_CALL = """
@@ -400,21 +402,22 @@ _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
 _SAVE_CONVERSATION = """
-INSERT INTO conversations (conversation_id, title, last_seq, updated_at) VALUES (?, ?, ?, ?)
+INSERT INTO conversations (conversation_id, title, last_seq, updated_at, closed) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (conversation_id) DO UPDATE SET
-    title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at
+    title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at,
+    closed = excluded.closed
 """
 _PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
 #: conversations whose history is gone (at open; a conversation is listed only while it has entries)
 _PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE conversation_id NOT IN (SELECT conversation_id FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
-#: the conversations with entries kept: their title (written when it changes), latest seq and its time
+#: the conversations with entries kept: title and closed mark (written when they change), latest seq, its time
 _READ_CONVERSATIONS = """
-SELECT h.conversation_id, c.title, max(h.seq), max(h.at) FROM history h
+SELECT h.conversation_id, c.title, max(h.seq), max(h.at), coalesce(c.closed, 0) FROM history h
 LEFT JOIN conversations c ON c.conversation_id = h.conversation_id
 GROUP BY h.conversation_id ORDER BY max(h.seq) DESC
 """
-_READ_TITLES = "SELECT conversation_id, title FROM conversations"
+_READ_TITLES = "SELECT conversation_id, title, closed FROM conversations"
 #: a multi-row insert of audit records takes at most this many rows
 _AUDIT_ROWS = 64
 
@@ -478,8 +481,8 @@ class SQLiteStore(_OneChange):
         self._written: set[str] = set()
         #: the oldest history entry kept (seq, time): the history is pruned only once it falls out
         self._oldest: tuple[int, float] | None = None
-        #: the conversations' titles as written (a conversation's row changes only with its title)
-        self._titles: dict[str, str | None] = {}
+        #: the conversations' titles and closed marks as written (a conversation's row changes only with them)
+        self._titles: dict[str, tuple[str | None, bool]] = {}
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -524,10 +527,11 @@ class SQLiteStore(_OneChange):
         return db
 
     @staticmethod
-    def _read_titles(db: sqlite3.Connection) -> dict[str, str | None]:
-        """The title of each conversation as the file has it (a conversation row is written when its title changes)."""
+    def _read_titles(db: sqlite3.Connection) -> dict[str, tuple[str | None, bool]]:
+        """The title and closed mark of each conversation as the file has them (a conversation row is
+        written when they change)."""
         with contextlib.suppress(sqlite3.Error):
-            return dict(db.execute(_READ_TITLES).fetchall())
+            return {cid: (title, bool(closed)) for cid, title, closed in db.execute(_READ_TITLES).fetchall()}
         return {}
 
     @staticmethod
@@ -647,10 +651,10 @@ class SQLiteStore(_OneChange):
         for record in records:
             execute(_INSERT_ENTRY, (record.seq, record.at, record.conversation_id, record.json()))
         titles = self._titles
-        for info in conversations:  # written when new or retitled: the latest seq is read from the history
-            if titles.get(info.conversation_id, info) != info.title:
+        for info in conversations:  # written when new, retitled, closed or opened (the latest seq: from the history)
+            if titles.get(info.conversation_id) != (info.title, info.closed):
                 execute(_SAVE_CONVERSATION, info)
-                titles[info.conversation_id] = info.title
+                titles[info.conversation_id] = (info.title, info.closed)
         if records:  # keep what the retention allows, counted from the newest entry
             newest = records[-1]
             oldest_seq, oldest_at = self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)
@@ -680,7 +684,7 @@ class SQLiteStore(_OneChange):
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
         rows = self._read("reading the conversations", _READ_CONVERSATIONS)
-        return [SaveConversation(*row).info() for row in rows]
+        return [SaveConversation(cid, title, seq, at, bool(closed)).info() for cid, title, seq, at, closed in rows]
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
         try:

@@ -51,6 +51,7 @@ from lineup_plugin.protocol.messages import (
     AgentStop,
     Attachment,
     CallStatus,
+    ConversationUpdate,
     DeviceHello,
     DeviceWelcome,
     Error,
@@ -372,6 +373,7 @@ def test_a_schema_the_fast_check_compiles_is_valid_json_schema(schema: Any) -> N
 
 # ------------------------------------------------------------------------------ settings check
 
+
 def _type_of(spec: dict[str, Any]) -> Any:
     """A setting's JSON type; for an optional one (``anyOf`` with null), the type beside null."""
     kinds = [option.get("type") for option in spec.get("anyOf", [])] if "anyOf" in spec else [spec.get("type")]
@@ -606,6 +608,14 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
     FileStored: st.builds(FileStored, upload_id=IDS, file=FILES),
     Error: st.builds(
         Error, code=st.text(max_size=5), message=st.text(max_size=12), ref=MAYBE, call_id=MAYBE, upload_id=MAYBE
+    ),
+    ConversationUpdate: st.one_of(
+        st.builds(
+            ConversationUpdate,
+            title=st.text(min_size=1, max_size=20).filter(str.strip),
+            closed=st.none() | st.booleans(),
+        ),
+        st.builds(ConversationUpdate, closed=st.booleans()),
     ),
     History: st.builds(
         History,

@@ -24,7 +24,16 @@ from lineup_plugin.errors import StoreError
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.base import MAX_ERROR_CHARS
 from lineup_plugin.protocol.calls import CallState
-from lineup_plugin.protocol.messages import Actor, AgentStop, DeviceHello, Error, ToolCall, ToolCancel, ToolResult
+from lineup_plugin.protocol.messages import (
+    Actor,
+    AgentStop,
+    ConversationUpdate,
+    DeviceHello,
+    Error,
+    ToolCall,
+    ToolCancel,
+    ToolResult,
+)
 from lineup_plugin.protocol.session import Change, SaveCall
 from lineup_plugin.store import SQLiteStore
 from lineup_plugin.transports.direct.auth import AuthThrottle
@@ -361,4 +370,34 @@ async def test_a_lone_surrogate_in_a_stop_reason_is_refused_and_a_clean_stop_sti
         assert isinstance(error, Error) and error.code == "bad_message" and "payload.reason" in error.message
         await app.send(AgentStop(reason="enough"))
         await wait_until(lambda: stops == ["phone"])
+        await app.close()
+
+
+# --- 11. a conversation.update that changes nothing, or not a title a device could show ---------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "where"),
+    [
+        ('{"title":"\\ud800"}', "lone surrogate"),
+        ('{"title":"   "}', "blank"),
+        ('{"title":"' + "x" * 201 + '"}', "at most 200"),
+        ("{}", "needs a title or closed"),
+        ('{"closed":"yes"}', "closed"),
+    ],
+    ids=["lone-surrogate", "blank", "too-long", "empty", "not-a-bool"],
+)
+async def test_a_bad_conversation_update_is_refused_and_a_clean_one_still_works(
+    tmp_path: Path, payload: str, where: str
+) -> None:
+    hub = Hub(load_registry(load_entrypoints=False))
+    async with running(tmp_path, hub) as server:
+        app = await WsApp.connect(server, "phone")
+        clean = encode_from("phone", ConversationUpdate(title="x"), conversation_id="app-1")
+        await app.ws.send(clean.replace('{"title":"x"}', payload))
+        error = (await app.next("error")).payload
+        assert isinstance(error, Error) and error.code == "bad_message" and where in error.message
+        assert hub.session.history.conversations() == []  # nothing kept
+        await app.send(ConversationUpdate(title="Offsite"), conversation_id="app-1")
+        await wait_until(lambda: [c.title for c in hub.session.history.conversations()] == ["Offsite"])
         await app.close()

@@ -326,7 +326,7 @@ def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_p
     finally:
         store.close()
     with sqlite3.connect(db_path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     db.close()
 
 

@@ -86,6 +86,18 @@ def test_conversations_are_listed_most_recent_first_with_titles(make) -> None:  
     assert [(c.conversation_id, c.title, c.last_seq) for c in store.conversations()] == [("a", "A", 3), ("b", "B", 2)]
 
 
+def test_a_closed_conversation_is_read_back_closed(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    store.apply(entry(1, START, "a"))
+    closing = Record(2, START, "a", "conversation", {"title": "A", "closed": True})
+    store.apply([closing, SaveConversation("a", "A", 2, START, closed=True)])
+
+    [info] = store.conversations()
+    assert (info.conversation_id, info.last_seq, info.closed) == ("a", 2, True)
+    store.apply(entry(3, START, "a"))  # its next entry opens it again
+    assert [c.closed for c in store.conversations()] == [False]
+
+
 def test_a_record_is_written_as_its_wire_entry() -> None:
     call = ToolCall(call_id="c1", name="choice", arguments={"options": ["a"]})
     record = Record(4, START, "cli-1", "call", {"call": call, "text": None}, "c1")

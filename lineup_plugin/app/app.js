@@ -7,11 +7,13 @@ import { Deck } from "./cards/deck.js";
 import { Feed, showAgentStatus, showLink } from "./chat.js";
 import { h } from "./dom.js";
 import { Conversations, DEFAULT_CONVERSATION } from "./conversations.js";
+import { Deliveries } from "./delivery.js";
 import { forgetToken, loadCredentials, saveCredentials, takeTokenFromFragment } from "./credentials.js";
 import { deviceId } from "./envelope.js";
 import { HistoryCursor } from "./history.js";
 import { CHUNK_BYTES, RELAY_CHUNK_BYTES, Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
+import { markdownReady } from "./markdown.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
 import { StatusView } from "./status.js";
 import { Transport } from "./transport.js";
@@ -69,6 +71,8 @@ const notifier = new Notifier($("notify"), $("notify-hint"), {
   openCard,
 });
 
+/** the longest text the agent takes (MAX_TEXT of the protocol), in characters */
+const MAX_TEXT = 100_000;
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
 const feed = new Feed(ui.feed, ui.scroller);
@@ -88,48 +92,70 @@ const deck = new Deck({
   boards,
 });
 const cursor = new HistoryCursor();
-const conversations = new Conversations(ui.conversations, ui.feed);
-/** the conversation of the message being shown (each element of the feed is tagged with it), if not the current one */
-let shownIn = null;
-feed.onAdd = (node) => conversations.place(node, shownIn ?? conversations.current);
-/** ids of the texts typed here (a history entry with one of them as ``ref`` is shown already) */
-const typedHere = new Set();
+const conversations = new Conversations(ui.conversations, ui.feed, {
+  onSwitch: () => feed.toNewest(), // a conversation opens at its newest message
+  actions: {
+    rename: (id, title) => connection.send("conversation.update", { title }, id),
+    close: (id) => connection.send("conversation.update", { closed: true }, id),
+  },
+});
 
 /**
- * Draw what `show` draws in conversation `id` (the conversation of a received message or entry).
+ * What is being drawn: its conversation (each element of the feed is tagged with it), its history
+ * seq, and whether it counts as unread; null: what the user does here, in the current conversation.
+ * @type {{conversation: string, seq?: number, counts: boolean} | null}
+ */
+let showing = null;
+feed.onAdd = (node) => {
+  const { conversation, seq, counts } = showing ?? { conversation: conversations.current, counts: false };
+  conversations.place(node, conversation, { seq, counts });
+};
+
+/**
+ * Draw what `show` draws in conversation `id` (of a received message or entry numbered `seq`).
  * @param {unknown} id
  * @param {() => void} show
+ * @param {{seq?: unknown, counts?: boolean}} [how]
  */
-function inConversation(id, show) {
-  shownIn = typeof id === "string" && id ? id : DEFAULT_CONVERSATION;
+function inConversation(id, show, { seq, counts = true } = {}) {
+  const conversation = typeof id === "string" && id ? id : DEFAULT_CONVERSATION;
+  showing = { conversation, seq: typeof seq === "number" ? seq : undefined, counts };
   try {
     show();
   } finally {
-    shownIn = null;
+    showing = null;
   }
 }
 
-/** One history entry: drawn as the live message it was, unless this App has shown it already. */
+/**
+ * One history entry: drawn as the live message it was, unless this App has shown it already.
+ * @param {any} entry
+ */
 function showEntry(entry, replay = false, older = false) {
   if (!entry || typeof entry !== "object" || (!replay && !older && !cursor.fresh(entry.seq))) return;
-  inConversation(entry.conversation_id, () => {
-    conversations.create(shownIn);
+  const conversation = typeof entry.conversation_id === "string" && entry.conversation_id ? entry.conversation_id : DEFAULT_CONVERSATION;
+  const at = entry.at;
+  const counts = entry.event !== "text.in"; // what the user typed (on any of their devices) is read
+  inConversation(conversation, () => {
+    conversations.create(conversation);
     const files = Array.isArray(entry.attachments) ? entry.attachments : [];
     if (entry.event === "text.in" && typeof entry.text === "string") {
-      if (!typedHere.has(entry.ref)) feed.message("user", entry.text, files);
-      conversations.guess(shownIn, entry.text);
+      if (!deliveries.taken(entry.ref)) feed.message("user", entry.text, files, { at });
+      conversations.guess(conversation, entry.text);
     } else if (entry.event === "text.out" && typeof entry.text === "string") {
       const { text, message_id, interrupted } = entry;
-      feed.agentText({ text, message_id, interrupted: Boolean(interrupted), attachments: files });
+      feed.agentText({ text, message_id, interrupted: Boolean(interrupted), attachments: files }, at);
     } else if (entry.event === "call" && entry.call) {
       deck.restore(entry.call);
     } else if (entry.event === "call.end" && entry.result) {
       deck.ended(entry);
       notifier.settled(entry.result.call_id);
-    } else if (entry.event === "conversation" && typeof entry.title === "string") {
-      conversations.create(shownIn, entry.title);
+    } else if (entry.event === "conversation") {
+      const title = typeof entry.title === "string" ? entry.title : null;
+      const closed = typeof entry.closed === "boolean" ? entry.closed : null;
+      conversations.update(conversation, { title, closed, seq: entry.seq });
     }
-  });
+  }, { seq: entry.seq, counts });
   if (replay) return;
   cursor.remember({ e: entry });
   cursor.advance(entry.seq);
@@ -141,11 +167,11 @@ function replay(items) {
     if (item?.e) showEntry(item.e, true);
     else if (item?.p && typeof item.p === "object") {
       inConversation(item.c, () => {
-        if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") });
+        if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") }, item.t);
         else if (item.k === "tool.call") deck.restore(item.p);
         else if (item.k === "tool.cancel") deck.cancel(item.p);
         else if (item.k === "answer") deck.answered(item.p);
-      });
+      }, { seq: item.s, counts: item.k !== "answer" });
     }
   }
 }
@@ -160,7 +186,9 @@ function showHistory(history) {
   }
   cursor.restart(history.history_id, history.reset);
   for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
-    if (typeof info?.conversation_id === "string") conversations.create(info.conversation_id, info.title);
+    if (typeof info?.conversation_id !== "string") continue;
+    const closed = typeof info.closed === "boolean" ? info.closed : null;
+    conversations.update(info.conversation_id, { title: info.title, closed, seq: info.last_seq });
   }
   const entries = Array.isArray(history.entries) ? history.entries : [];
   if (history.older) {
@@ -198,6 +226,7 @@ const HANDLERS = {
   "device.welcome": (payload) => {
     deck.welcomed(payload.device_id); // over the relay the agent knows this device by its pairing's id
     cursor.follow(connection.agentId);
+    markdownReady(); // the agent's replies are Markdown: load the parser now, off the first paint
     deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = connection.agentId;
     notifier.welcome(payload);
@@ -206,8 +235,8 @@ const HANDLERS = {
     if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
   },
   "agent.status": (payload) => showAgentStatus(ui.status, ui.stop, payload),
-  text: (payload) => feed.agentText({ ...payload, text: String(payload.text ?? "") }),
-  "message.delta": (payload) => feed.delta({ ...payload, text: String(payload.text ?? "") }),
+  text: (payload, envelope) => feed.agentText({ ...payload, text: String(payload.text ?? "") }, envelope.timestamp),
+  "message.delta": (payload, envelope) => feed.delta({ ...payload, text: String(payload.text ?? "") }, envelope.timestamp),
   "file.stored": (payload) => uploads.stored(payload),
   "tool.call": (payload) => {
     notifier.card(payload);
@@ -220,6 +249,7 @@ const HANDLERS = {
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
     if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to
+    if (deliveries.refused(payload.ref, String(payload.message ?? payload.code))) return; // marked on it
     if (!deck.problem(payload)) feed.message("system", `The agent refused a message: ${payload.message}`);
   },
 };
@@ -228,14 +258,17 @@ const connection = new Transport({
   onMessage: ({ kind, payload, envelope }) => {
     if (kind === "history") return showHistory(payload);
     if (!cursor.fresh(envelope.seq)) return; // shown already (from the history, or before a reconnect)
-    inConversation(envelope.conversation_id, () => HANDLERS[kind]?.(payload)); // other kinds: nothing to show
+    // other kinds: nothing to show
+    inConversation(envelope.conversation_id, () => HANDLERS[kind]?.(payload, envelope), { seq: envelope.seq });
     if (typeof envelope.seq === "number" && kind !== "agent.status") {
-      cursor.remember({ k: kind, p: payload, c: envelope.conversation_id }); // drawn again on the next load
+      // drawn again on the next load
+      cursor.remember({ k: kind, p: payload, c: envelope.conversation_id, s: envelope.seq, t: envelope.timestamp });
     }
     cursor.advance(envelope.seq);
   },
   onState: (state) => {
     showLink(ui.link, state);
+    $("reconnect").hidden = state !== "reconnecting"; // waiting out a backoff: offer to try at once
     deck.link(state);
   },
   onAuthFailed: () => {
@@ -256,6 +289,8 @@ const connection = new Transport({
   openCalls: () => deck.openCalls(),
   resume: () => cursor.hello(),
 });
+
+const deliveries = new Deliveries(feed, connection);
 
 function start({ host, token }) {
   ui.host.value = host;
@@ -318,17 +353,20 @@ for (const input of [ui.photo, ui.file]) {
   });
 }
 
-/** Upload the files, then send the text that carries them; a refusal is said and nothing is sent. */
+/**
+ * Upload the files, then send the text that carries them (in `conversation`); the envelope's id.
+ * A refusal is said and nothing is sent.
+ * @param {string} text
+ * @param {File[]} files
+ * @param {string} conversation
+ */
 async function sendWithFiles(text, files, conversation) {
-  const bubble = feed.message("user", text, files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file })));
-  bubble.dataset.state = "sending";
   try {
     const attachments = await Promise.all(files.map((file) => uploads.upload(file)));
-    typedHere.add(connection.send("text", { text, attachments }, conversation));
-    delete bubble.dataset.state;
+    return connection.send("text", { text, attachments }, conversation);
   } catch (error) {
-    bubble.dataset.state = "failed";
     feed.message("system", `Not sent: ${error.message}`);
+    throw error;
   }
 }
 
@@ -336,13 +374,23 @@ ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.message.value.trim();
   if (!text && !chosen.length) return;
+  const conversation = conversations.current;
+  if ([...text].length > MAX_TEXT) {
+    // the agent would refuse it: said on the message, which stays in the box to be shortened
+    const why = `too long (at most ${MAX_TEXT.toLocaleString("en")} characters)`;
+    feed.mark(feed.message("user", text), "failed", { why });
+    feed.toNewest();
+    return;
+  }
   if (chosen.length) {
-    sendWithFiles(text, chosen.splice(0), conversations.current);
+    const files = chosen.splice(0);
+    const shown = files.map((file) => ({ name: file.name || "photo", mime: file.type, size: file.size, blob: file }));
+    deliveries.start(feed.message("user", text, shown), () => sendWithFiles(text, files, conversation));
     showTray();
   } else {
-    typedHere.add(connection.send("text", { text }, conversations.current));
-    feed.message("user", text);
+    deliveries.text(feed.message("user", text), text, conversation);
   }
+  feed.toNewest(); // what the user sends is shown, even if they had scrolled up
   if (text) conversations.guess(conversations.current, text);
   ui.message.value = "";
   fitMessageBox();
@@ -369,6 +417,7 @@ ui.stop.addEventListener("click", () => {
 
 // back on the page (a phone woke up, the tab was chosen again): reconnect now, not after the backoff
 document.addEventListener("visibilitychange", () => document.visibilityState === "visible" && connection.retryNow());
+$("retry-now").addEventListener("click", () => connection.retryNow());
 
 const statusView = new StatusView($("stats"), () => agentApi(connection.host, connection.token));
 $("stats-button").addEventListener("click", () => statusView.open());
@@ -380,8 +429,15 @@ ui.disconnect.addEventListener("click", () => {
 
 const saved = loadCredentials();
 ui.host.value = saved.host;
+replay(cursor.items); // what this page showed before it was loaded
+// texts a previous load left waiting: drawn again, sent again once connected
+deliveries.restore((kept) => {
+  /** @type {HTMLElement | undefined} */
+  let bubble;
+  inConversation(kept.conversation, () => (bubble = feed.message("user", kept.text, [], { at: kept.at })), { counts: false });
+  return /** @type {HTMLElement} */ (bubble);
+});
 if (saved.token) {
-  replay(cursor.items);
   conversations.select(conversations.current);
   showChat();
   start(saved);

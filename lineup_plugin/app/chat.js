@@ -1,8 +1,12 @@
 // @ts-check
 // The feed (chat messages and cards, in order), the agent's status badge and the connection pill.
+// A message is a bubble in a row; under the bubble, when it was sent and, for the user's own
+// messages, whether it has reached the agent. The feed follows new messages while the user is at
+// the bottom; scrolled up, it stays put and offers a jump to the newest.
 
 import { h } from "./dom.js";
 import { attachmentList } from "./files.js";
+import { renderMarkdown } from "./markdown.js";
 
 const AGENT_STATE = {
   idle: "Idle",
@@ -15,36 +19,112 @@ const AGENT_STATE = {
 const BUSY = new Set(["thinking", "waiting_input", "running"]);
 /** How many replies are remembered by message id (a late piece of an older one is ignored). */
 const REPLIES_KEPT = 500;
+/** How near the bottom (px) counts as "at the newest message". */
+const NEAR_BOTTOM = 48;
 const LINK_STATE = {
   connecting: "Connecting…",
   connected: "Connected",
   reconnecting: "Reconnecting…",
   offline: "Offline",
 };
+/** What the mark under one of the user's messages says. */
+const MARKS = {
+  pending: "Sending…",
+  sent: "",
+  failed: "Not sent",
+};
+
+/**
+ * @typedef {"pending" | "sent" | "failed"} Delivery
+ * @typedef {{el: HTMLElement, body: HTMLElement, text: string, seq: number, settled: boolean}} Reply
+ */
+
+/**
+ * A <time> for `at` (an ISO timestamp, a Date or a number): the time of day, with the date when it
+ * is not today; null for anything that is not a time.
+ * @param {unknown} at
+ */
+export function timeOf(at) {
+  const when = at instanceof Date ? at : typeof at === "string" || typeof at === "number" ? new Date(at) : null;
+  if (!when || Number.isNaN(when.getTime())) return null;
+  const today = new Date().toDateString() === when.toDateString();
+  const shown = today
+    ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  return h("time", { datetime: when.toISOString(), title: when.toLocaleString() }, shown);
+}
 
 export class Feed {
-  /** `list` holds the messages and cards; `scroller` is the element that scrolls them. */
+  /**
+   * @param {HTMLElement} list holds the messages and cards
+   * @param {HTMLElement} scroller the element that scrolls them
+   */
   constructor(list, scroller) {
     this.list = list;
     this.scroller = scroller;
-    this.replies = new Map(); // message_id → {el, p, seq, settled}
+    /** @type {Map<string, Reply>} message_id → reply */
+    this.replies = new Map();
     /** @type {((node: HTMLElement) => void) | null} called before an element is appended */
     this.onAdd = null;
+    /** @type {Node | null | undefined} where add() puts elements while above() runs (undefined: at the end) */
+    this.anchor = undefined;
+    /** whether the view keeps to the newest message (the user has not scrolled up) */
+    this.following = true;
+    this.jump = h("button", { type: "button", class: "jump", hidden: true, onclick: () => this.toNewest() }, "↓ New messages");
+    scroller.append(this.jump); // sticks to the bottom of the view
+    let lastTop = 0;
+    scroller.addEventListener("scroll", () => {
+      const top = scroller.scrollTop;
+      if (this.distance() < NEAR_BOTTOM) {
+        this.following = true;
+        this.jump.hidden = true;
+      } else if (top < lastTop - 1) this.following = false; // the user went up (growing content moves nothing)
+      lastTop = top;
+    });
+    // whatever grows (a message, a picture loading, a reply being written, the view shown at
+    // last, the keyboard opening): keep to the newest message if the user was there
+    const keep = () => this.following && this.toBottom();
+    new ResizeObserver(keep).observe(list);
+    new ResizeObserver(keep).observe(scroller);
   }
 
-  /** Append an element (or put it above, see above()), keeping the view at the bottom if the user was there. */
-  add(node) {
+  distance() {
     const { scrollHeight, scrollTop, clientHeight } = this.scroller;
-    const atBottom = scrollHeight - scrollTop - clientHeight < 80;
+    return scrollHeight - scrollTop - clientHeight;
+  }
+
+  toBottom() {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  /** Show the newest message and follow again (opening a conversation, the jump button). */
+  toNewest() {
+    this.following = true;
+    this.jump.hidden = true;
+    this.toBottom();
+  }
+
+  /**
+   * Append an element; the view follows if the user was at the newest message, else it offers the jump.
+   * @param {HTMLElement} node
+   */
+  add(node) {
     this.onAdd?.(node); // e.g. tag it with its conversation
     if (this.anchor !== undefined) {
+      const { scrollHeight, scrollTop } = this.scroller;
       this.list.insertBefore(node, this.anchor);
-      if (!atBottom) this.scroller.scrollTop = scrollTop + (this.scroller.scrollHeight - scrollHeight); // what was seen stays
-    } else this.list.append(node);
-    if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
+      if (!this.following) this.scroller.scrollTop = scrollTop + (this.scroller.scrollHeight - scrollHeight); // what was seen stays
+    } else {
+      this.list.append(node);
+      if (!this.following && !node.hidden) this.jump.hidden = false;
+    }
+    if (this.following) this.toBottom();
   }
 
-  /** Add what `show()` adds above everything shown so far (an older page of the history), in its order. */
+  /**
+   * Add what `show()` adds above everything shown so far (an older page of the history), in its order.
+   * @param {() => void} show
+   */
   above(show) {
     /** @type {Node | null | undefined} */
     this.anchor = this.list.firstChild;
@@ -55,65 +135,121 @@ export class Feed {
     }
   }
 
-  /** A chat message from "user" or "agent", or a "system" notice, with the files it carries; its element. */
-  message(from, text, files = []) {
-    const el = h("div", { class: `msg msg-${from}` }, text ? h("p", {}, text) : null);
+  /**
+   * A chat message from "user" or "agent", or a "system" notice, with the files it carries; its
+   * bubble. `at` is when it was sent (shown under the bubble). The agent's text is Markdown.
+   * @param {"user" | "agent" | "system"} from
+   * @param {string} text
+   * @param {any[]} [files]
+   * @param {{at?: unknown}} [options]
+   */
+  message(from, text, files = [], { at } = {}) {
+    if (from === "system") {
+      const notice = h("div", { class: "msg msg-system" }, h("p", {}, text));
+      this.add(notice);
+      return notice;
+    }
+    const body = h("div", { class: from === "agent" ? "msg-body md" : "msg-body" });
+    if (from === "agent") renderMarkdown(body, text);
+    else if (text) body.append(h("p", {}, text));
+    const el = h("div", { class: `msg msg-${from}` }, text ? body : null);
     if (files.length) el.append(attachmentList(files));
-    this.add(el);
+    this.add(this.row(from, el, at));
     return el;
   }
 
-  /** The bubble of agent reply `messageId`, made (empty, being written) the first time. */
-  reply(messageId) {
+  /**
+   * The row of bubble `el`: the bubble, then its time and (for the user's) its delivery mark.
+   * @param {string} from
+   * @param {HTMLElement} el
+   * @param {unknown} at
+   */
+  row(from, el, at) {
+    const meta = h("div", { class: "msg-meta" }, timeOf(at ?? new Date()));
+    return h("div", { class: `msg-row msg-row-${from}` }, el, meta);
+  }
+
+  /**
+   * Mark one of the user's messages: pending (not yet taken by the agent), sent, or failed with
+   * `why` and a Retry button calling `retry`.
+   * @param {HTMLElement} bubble what message() returned
+   * @param {Delivery} delivery
+   * @param {{why?: string, retry?: () => void}} [options]
+   */
+  mark(bubble, delivery, { why, retry } = {}) {
+    bubble.dataset.state = delivery;
+    const meta = bubble.parentElement?.querySelector(".msg-meta");
+    if (!meta) return;
+    meta.querySelector(".msg-mark")?.remove();
+    if (delivery === "sent") return;
+    const mark = h("span", { class: "msg-mark", role: delivery === "failed" ? "alert" : null }, MARKS[delivery]);
+    if (why) mark.append(`: ${why}`);
+    if (delivery === "failed" && retry) mark.append(" ", h("button", { type: "button", class: "retry", onclick: retry }, "Retry"));
+    meta.append(mark);
+  }
+
+  /**
+   * The bubble of agent reply `messageId`, made (empty, being written) the first time.
+   * @param {string} messageId
+   * @param {unknown} [at]
+   */
+  reply(messageId, at) {
     let reply = this.replies.get(messageId);
     if (!reply) {
-      const p = h("p", {});
-      const el = h("div", { class: "msg msg-agent", "data-message-id": messageId }, p);
-      reply = { el, p, seq: 0, settled: false };
+      const body = h("div", { class: "msg-body md" });
+      const el = h("div", { class: "msg msg-agent", "data-message-id": messageId }, body);
+      reply = { el, body, text: "", seq: 0, settled: false };
       this.replies.set(messageId, reply);
       if (this.replies.size > REPLIES_KEPT) this.replies.delete(this.replies.keys().next().value);
-      this.add(el);
+      this.add(this.row("agent", el, at));
     }
     return reply;
   }
 
-  /** A piece of an agent reply still being written (message.delta): the bubble grows. */
-  delta({ message_id: messageId, seq, text, replace }) {
-    const reply = this.reply(messageId);
+  /**
+   * A piece of an agent reply still being written (message.delta): the bubble grows.
+   * @param {{message_id: string, seq: number, text: string, replace?: boolean}} delta
+   * @param {unknown} [at]
+   */
+  delta({ message_id: messageId, seq, text, replace }, at) {
+    const reply = this.reply(messageId, at);
     if (reply.settled || seq < reply.seq) return; // late or repeated: the settled text is the truth
     reply.el.dataset.state = "streaming";
     reply.el.setAttribute("aria-busy", "true");
-    reply.p.textContent = replace ? text : reply.p.textContent + text;
+    reply.text = replace ? text : reply.text + text;
+    renderMarkdown(reply.body, reply.text);
     reply.seq = seq + 1;
-    this.follow();
   }
 
-  /** An agent message (text): it settles the reply of the same message_id, marked if interrupted. */
-  agentText({ message_id: messageId, text, interrupted, attachments }) {
+  /**
+   * An agent message (text): it settles the reply of the same message_id, marked if interrupted.
+   * @param {{message_id?: string, text: string, interrupted?: boolean, attachments?: any[]}} message
+   * @param {unknown} [at]
+   */
+  agentText({ message_id: messageId, text, interrupted, attachments }, at) {
     const files = attachments ?? [];
     if (!messageId) {
-      this.message("agent", text, files);
+      this.message("agent", text, files, { at });
       return;
     }
-    const reply = this.reply(messageId);
+    const reply = this.reply(messageId, at);
     reply.settled = true;
-    reply.p.textContent = text;
+    reply.text = text;
+    renderMarkdown(reply.body, text);
     reply.el.dataset.state = interrupted ? "interrupted" : "settled";
     reply.el.removeAttribute("aria-busy");
     for (const old of reply.el.querySelectorAll(".attachments, .msg-note")) old.remove();
     if (files.length) reply.el.append(attachmentList(files));
     if (interrupted) reply.el.append(h("span", { class: "msg-note" }, "Interrupted — the reply stopped here."));
-    this.follow();
-  }
-
-  /** Keep the view at the bottom while the last message grows, if the user was there. */
-  follow() {
-    const { scrollHeight, scrollTop, clientHeight } = this.scroller;
-    if (scrollHeight - scrollTop - clientHeight < 160) this.scroller.scrollTop = scrollHeight;
   }
 }
 
-/** Show the agent's state in `badge`; offer `stop` while the agent is busy. */
+/**
+ * Show the agent's state in `badge`; offer `stop` while the agent is busy.
+ * @param {HTMLElement} badge
+ * @param {HTMLElement} stop
+ * @param {{state: string, detail?: string}} status
+ */
 export function showAgentStatus(badge, stop, { state, detail }) {
   badge.dataset.state = state;
   badge.textContent = AGENT_STATE[state] ?? state;
@@ -121,7 +257,11 @@ export function showAgentStatus(badge, stop, { state, detail }) {
   stop.hidden = !BUSY.has(state);
 }
 
-/** Show the connection state in `pill`. */
+/**
+ * Show the connection state in `pill`.
+ * @param {HTMLElement} pill
+ * @param {string} state
+ */
 export function showLink(pill, state) {
   pill.dataset.state = state;
   pill.textContent = LINK_STATE[state] ?? state;

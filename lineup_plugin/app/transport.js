@@ -128,9 +128,27 @@ export class Transport {
    * @param {string} conversationId
    */
   send(kind, payload, conversationId) {
-    const envelope = makeEnvelope(kind, payload, { agentId: this.agentId, conversationId });
-    (this.path === "relay" ? this.relay : this.direct).send(JSON.stringify(envelope));
+    const envelope = this.envelope(kind, payload, conversationId);
+    this.post(JSON.stringify(envelope));
     return envelope.id;
+  }
+
+  /**
+   * A `kind` envelope to the agent in conversation `conversationId` (sent with post()).
+   * @param {string} kind
+   * @param {object} payload
+   * @param {string} conversationId
+   */
+  envelope(kind, payload, conversationId) {
+    return makeEnvelope(kind, payload, { agentId: this.agentId, conversationId });
+  }
+
+  /**
+   * Send an envelope (JSON) by the path in use, queued until the agent welcomes us.
+   * @param {string} text
+   */
+  post(text) {
+    (this.path === "relay" ? this.relay : this.direct).send(text);
   }
 
   /**

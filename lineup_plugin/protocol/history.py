@@ -92,7 +92,8 @@ class Record(NamedTuple):
 
 
 class SaveConversation(NamedTuple):
-    """Store change: insert or update this conversation: its title, its latest seq and that entry's time.
+    """Store change: insert or update this conversation: its title, its latest seq and that entry's time,
+    whether the user closed it.
 
     A plain tuple (made for every entry); :meth:`info` is its wire form.
     """
@@ -101,12 +102,17 @@ class SaveConversation(NamedTuple):
     title: str | None
     last_seq: int
     updated_at: float | None = None
+    closed: bool = False
 
     def info(self) -> ConversationInfo:
         """The conversation as the App is told it."""
         updated = format_timestamp(self.updated_at) if self.updated_at is not None else None
         return ConversationInfo.model_construct(
-            conversation_id=self.conversation_id, title=self.title, last_seq=self.last_seq, updated_at=updated
+            conversation_id=self.conversation_id,
+            title=self.title,
+            last_seq=self.last_seq,
+            updated_at=updated,
+            closed=self.closed,
         )
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from .base import WireModel
 from .tools import ToolDefinition
@@ -325,6 +325,33 @@ class PushSubscribe(WireModel):
     subscription: WebPushSubscription | None = None
 
 
+#: the longest conversation title (a longer one is refused from an App, cut when the agent names one)
+MAX_TITLE = 200
+
+
+def _no_blank_title(title: str) -> str:
+    if not title.strip():
+        raise ValueError("a title must not be blank")
+    return title
+
+
+class ConversationUpdate(WireModel):
+    """The user renames (``title``) or closes (``closed``) the envelope's conversation.
+
+    At least one of them is set. Every device is told by a ``conversation`` history entry; a
+    closed conversation opens again with its next entry.
+    """
+
+    title: Annotated[str, Field(max_length=MAX_TITLE), AfterValidator(_no_blank_title)] | None = None
+    closed: bool | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> ConversationUpdate:
+        if self.title is None and self.closed is None:
+            raise ValueError("conversation.update needs a title or closed")
+        return self
+
+
 HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "conversation"]
 
 
@@ -336,8 +363,8 @@ class HistoryEntry(WireModel):
     ``text`` and ``attachments`` as message ``message_id``; ``interrupted`` when it was cut short),
     ``call`` (the ``call`` the agent made), ``call.end`` (its terminal ``result``; ``device_id``
     answered it, none when it ended otherwise), ``status`` (the agent's ``status``),
-    ``conversation`` (the conversation is called ``title``). ``device_name`` is how people call
-    ``device_id`` (from its ``device.hello``).
+    ``conversation`` (the conversation is called ``title``; ``closed`` when it was closed).
+    ``device_name`` is how people call ``device_id`` (from its ``device.hello``).
     """
 
     seq: Seq
@@ -355,15 +382,17 @@ class HistoryEntry(WireModel):
     result: ToolResult | None = None
     status: AgentStatus | None = None
     title: str | None = None
+    closed: bool | None = None
 
 
 class ConversationInfo(WireModel):
-    """A conversation the agent keeps history of: its id, its title and its latest entry."""
+    """A conversation the agent keeps history of: its id, its title, its latest entry, whether it is closed."""
 
     conversation_id: Identifier
     title: str | None = None
     last_seq: Seq = 0
     updated_at: Timestamp | None = None
+    closed: bool = False
 
 
 class History(WireModel):
@@ -403,6 +432,7 @@ Payload = (
     | Error
     | History
     | PushSubscribe
+    | ConversationUpdate
 )
 
 #: payload model by kind
@@ -424,6 +454,7 @@ KINDS: dict[str, type[WireModel]] = {
     "error": Error,
     "history": History,
     "push.subscribe": PushSubscribe,
+    "conversation.update": ConversationUpdate,
 }
 KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}
 

@@ -69,6 +69,7 @@ from .messages import (
     AgentStatus,
     AgentStop,
     Attachment,
+    ConversationUpdate,
     DeviceHello,
     DeviceWelcome,
     Envelope,
@@ -303,6 +304,9 @@ class Session(Generic[L]):
             self.out.event(TextReceived(device_id, payload.text, files, message.conversation_id))
         elif isinstance(payload, FileBegin | FileChunk):
             self.out.event(FileReceived(link, device_id, payload))
+        elif isinstance(payload, ConversationUpdate):
+            self.out.audit("conversation.update", device_id=device_id, detail=message.conversation_id)
+            self.history.change(message.conversation_id, title=payload.title, closed=payload.closed)
         elif isinstance(payload, AgentStop):
             self.out.audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self.out.event(StopRequested(device_id, payload.reason))

@@ -15,7 +15,7 @@ from typing import Any, Generic
 from .calls import Call
 from .devices import Devices
 from .history import CHUNK_CHARS, FIRST_PAGE_CHARS, Record, Retention, SaveConversation, chunks, newest_page_first
-from .messages import Attachment, ConversationInfo, History, HistoryEntry, HistoryEvent
+from .messages import MAX_TITLE, Attachment, ConversationInfo, History, HistoryEntry, HistoryEvent
 from .outputs import Batch, L, Outbox
 from .reads import HistoryQuery, Kept
 
@@ -44,7 +44,7 @@ class Timeline(Generic[L]):
         self.head = kept.head
         # oldest activity first, as :meth:`record` keeps it
         self._conversations = {
-            c.conversation_id: SaveConversation(c.conversation_id, c.title, c.last_seq)
+            c.conversation_id: SaveConversation(c.conversation_id, c.title, c.last_seq, closed=c.closed)
             for c in reversed(kept.conversations)
         }
         #: entries made in the batch being filled (the store knows them once the driver commits it)
@@ -79,7 +79,9 @@ class Timeline(Generic[L]):
         conversations = self._conversations
         known = conversations.pop(conversation_id, None)  # re-inserted last: the dict stays in activity order
         title = fields.get("title") or (known.title if known is not None else None)
-        info = SaveConversation(conversation_id, title, seq, now)
+        # closed until its next entry (a new title alone leaves it as it is)
+        closed = event == "conversation" and fields.get("closed", known is not None and known.closed) is True
+        info = SaveConversation(conversation_id, title, seq, now, closed)
         conversations[conversation_id] = info
         batch.changes.append(info)
         oldest = self.retention.oldest_seq(seq)
@@ -170,10 +172,23 @@ class Timeline(Generic[L]):
 
     def name(self, conversation_id: str, title: str) -> None:
         """Title a conversation (cut to 200 characters); every device is told. The same title again changes nothing."""
-        title = " ".join(title.split())[:200]
-        if not title or self.title(conversation_id) == title:
+        self.change(conversation_id, title=title)
+
+    def change(self, conversation_id: str, *, title: str | None = None, closed: bool | None = None) -> None:
+        """Title (cut to 200 characters) or close (or open) a conversation; every device is told by a
+        ``conversation`` entry. What changes nothing (the same title, closed again) makes no entry."""
+        known = self._conversations.get(conversation_id)
+        fields: dict[str, Any] = {}
+        if title is not None:
+            title = " ".join(title.split())[:MAX_TITLE]
+            if title and (known is None or known.title != title):
+                fields["title"] = title
+        if closed is not None and closed != (known is not None and known.closed):
+            fields["closed"] = closed
+        if not fields:
             return
-        entry = self.record("conversation", conversation_id, title=title)
+        fields.setdefault("title", known.title if known is not None else None)
+        entry = self.record("conversation", conversation_id, **fields)
         if entry is not None:
             self.broadcast_entry(entry)
 

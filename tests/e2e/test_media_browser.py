@@ -162,3 +162,18 @@ async def test_replies_files_and_the_tray_have_no_accessibility_violation(
         assert await violations(page) == []
     finally:
         await context.close()
+
+
+async def test_retry_on_a_message_not_sent_tries_again(media_agent: DirectServer, page: Page) -> None:
+    program = {"name": "tool.exe", "mimeType": "application/x-msdownload", "buffer": b"MZ"}
+    await page.locator("#file").set_input_files(program)  # type: ignore[arg-type]
+    await page.get_by_label("Message to the agent").fill("run this")
+    await page.get_by_role("button", name="Send").click()
+    mark = page.locator(".msg-row-user .msg-mark")
+    await expect(mark).to_contain_text("Not sent: ")
+    await expect(page.locator(".msg-system")).to_have_count(1)
+    await mark.get_by_role("button", name="Retry").click()
+    await expect(page.locator(".msg-system")).to_have_count(2)  # the upload was tried again, and refused again
+    await expect(mark).to_contain_text("are not accepted")
+    await expect(page.locator(".msg-user")).to_have_count(1)  # the same message, not a second one
+    assert media_agent.hub.on_files == []

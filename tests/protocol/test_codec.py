@@ -14,6 +14,7 @@ from lineup_plugin.protocol.messages import (
     AgentStatus,
     AgentStop,
     Attachment,
+    ConversationUpdate,
     DeviceHello,
     DeviceWelcome,
     Error,
@@ -52,6 +53,8 @@ SAMPLES = [
     FileChunk(upload_id="u1", seq=0, data="AAEC"),
     FileStored(upload_id="u1", file=Attachment(id=SHA, name="a.png", mime="image/png", size=3, url="/media/x")),
     Error(code="bad", message="no"),
+    ConversationUpdate(title="Offsite"),
+    ConversationUpdate(closed=True),
     History.model_validate(
         {
             "history_id": "h1",

@@ -16,6 +16,7 @@ from lineup_plugin.protocol.history import Record, Retention, SaveConversation
 from lineup_plugin.protocol.messages import (
     MAX_SEQ,
     Actor,
+    ConversationUpdate,
     DeviceHello,
     History,
     HistoryEntry,
@@ -295,6 +296,44 @@ def test_app_text_names_its_conversation_and_every_device_is_shown_it() -> None:
     assert [(e.text, e.ref) for e in caught_up(batch, "tablet")] == [("plan", "msg-plan")]
     assert [(e.text, e.ref) for e in caught_up(batch, "phone")] == [("plan", "msg-plan")]
     assert batch.events[-1].conversation_id == "app-42"  # type: ignore[union-attr]
+
+
+def test_a_device_renames_and_closes_a_conversation_and_every_device_is_told() -> None:
+    rig = Rig()
+    hello(rig, "phone")
+    hello(rig, "tablet")
+
+    def update(envelope_id: str, **change: object) -> Batch[str]:
+        message = codec.envelope(
+            ConversationUpdate.model_validate(change), sender=Actor(kind="device", id="phone"),
+            target=rig.session.agent, conversation_id="app-42", id=envelope_id,
+        )
+        rig.session.receive_envelope("phone", message)
+        return rig.drain()
+
+    renamed = update("u1", title="Offsite")
+    assert [(e.event, e.title, e.closed) for e in caught_up(renamed, "tablet")] == [("conversation", "Offsite", None)]
+    closed = update("u2", closed=True)
+    assert [(e.title, e.closed) for e in caught_up(closed, "phone")] == [("Offsite", True)]
+    assert not update("u3", closed=True).messages  # closed already: nothing to tell
+    [message] = histories(hello(rig, "laptop"), "laptop")
+    listed = [(c.conversation_id, c.title, c.closed) for c in message.conversations or []]
+    assert listed == [("app-42", "Offsite", True)]
+
+
+def test_a_conversation_update_with_nothing_to_change_is_refused() -> None:
+    rig = Rig()
+    hello(rig, "phone")
+    update = codec.envelope(
+        ConversationUpdate(closed=True), sender=Actor(kind="device", id="phone"), target=rig.session.agent,
+        conversation_id="app-42",
+    )
+    envelope = json.loads(codec.encode(update))
+    envelope["payload"] = {}
+    rig.session.receive("phone", json.dumps(envelope))
+    batch = rig.drain()
+    assert [e.code for e in errors(batch, "phone")] == ["bad_message"]
+    assert not [c for c in batch.changes if isinstance(c, Record)]
 
 
 def test_an_entry_survives_the_round_trip_through_the_wire_model() -> None:

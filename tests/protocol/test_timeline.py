@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.calls import format_timestamp
 from lineup_plugin.protocol.devices import Devices
 from lineup_plugin.protocol.history import Record, Retention, SaveConversation
 from lineup_plugin.protocol.messages import ConversationInfo, History
@@ -73,3 +74,43 @@ def test_a_title_is_kept_once_and_told_to_every_device() -> None:
     assert [r.fields for r in batch.changes if isinstance(r, Record)] == [{"title": "Release notes"}]
     assert timeline.title("default") == "Release notes"
     assert len([m for m in batch.messages if isinstance(m, Send)]) == 1
+
+
+def test_a_conversation_closed_by_the_user_is_listed_closed_until_its_next_entry() -> None:
+    clock, out, timeline = make(Kept("h1"))
+    timeline.record("text.in", "app-1", text="plan the offsite")
+    timeline.change("app-1", title="Offsite")
+    clock.now = 1001.0
+    timeline.change("app-1", closed=True)
+    timeline.change("app-1", closed=True)  # closed again: nothing new
+    batch = out.take()
+    entries = [r for r in batch.changes if isinstance(r, Record)]
+    assert [(r.event, r.fields) for r in entries] == [
+        ("text.in", {"text": "plan the offsite"}),
+        ("conversation", {"title": "Offsite"}),
+        ("conversation", {"closed": True, "title": "Offsite"}),
+    ]
+    told = [codec.decode(m.text).payload for m in batch.messages if isinstance(m, Send)]
+    assert [e.closed for h in told if isinstance(h, History) for e in h.entries] == [None, True]
+    assert timeline.conversations() == [
+        ConversationInfo(
+            conversation_id="app-1", title="Offsite", last_seq=3, updated_at=format_timestamp(1001.0), closed=True
+        )
+    ]
+    timeline.name("app-1", "Offsite plans")  # a new title alone leaves it closed
+    assert timeline.conversations()[0].closed is True
+    timeline.record("text.out", "app-1", text="the agent writes there again")
+    assert timeline.conversations()[0].closed is False
+
+
+def test_a_conversation_opened_again_by_the_user() -> None:
+    _, out, timeline = make(
+        Kept(
+            "h1",
+            head=5,
+            conversations=[ConversationInfo(conversation_id="side", title="Side", last_seq=5, closed=True)],
+        )
+    )
+    timeline.change("side", closed=False)
+    [record] = [r for r in out.take().changes if isinstance(r, Record)]
+    assert record.fields == {"closed": False, "title": "Side"} and timeline.conversations()[0].closed is False
