@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,23 @@ async def test_second_device_catches_up_from_zero_with_who_answered_where(agent:
     await typed(second, "thanks")
     await expect(first.locator(".msg-user")).to_have_text(["deploy the release", "thanks"])
     await expect(second.locator(".msg-user")).to_have_text(["deploy the release", "thanks"])
+
+
+async def test_a_canvas_the_app_answers_by_itself_is_never_not_applied_on_another_device(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    """Every device answers a canvas open at once, and one answer wins: no person's answer lost, so no
+    device says "Not applied" or greys the board, live or caught up from the history."""
+    first = await open_app()
+    second = await open_app()
+    opened = await agent.call("canvas", {"width": 200, "height": 100}, action="open")
+    await agent.call("canvas", {"instance_id": opened.result["instance_id"], "path": "M1 1 L9 9"}, action="draw")
+    third = await open_app()  # from the history
+    for page in (first, second, third):
+        board = page.locator('article.card[data-tool="canvas"]')
+        await expect(board.locator(".card-outcome")).to_have_text(re.compile(r"^Done on (this device|Linux PC)"))
+        await expect(board).not_to_have_class(re.compile(r"\bdismissed\b"))
+        await expect(page.locator("svg.board path")).to_have_count(1)
 
 
 async def test_device_resuming_from_a_later_seq_gets_only_what_it_missed(agent: Agent, open_app: OpenApp) -> None:
@@ -199,7 +217,7 @@ async def test_several_conversations_are_listed_and_switched(agent: Agent, open_
     await page.get_by_role("button", name="+ New").click()
     await typed(page, "plan the offsite")
     await expect(page.locator(".msg-agent:visible")).to_have_text(["echo: plan the offsite"])
-    (conversation, text), = texts
+    ((conversation, text),) = texts
     assert conversation.startswith("app-") and text == "plan the offsite"
     await expect(tabs.get_by_role("button", pressed=True)).to_have_text("plan the offsite")
 

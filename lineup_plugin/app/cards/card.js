@@ -122,9 +122,11 @@ export class Card {
   conclude(outcome, ownIds) {
     if (this.verdict) return;
     this.verdict = outcome;
-    const answeredHere = this.result !== null;
+    // a card the App answers by itself (a canvas board, the calculator) gives the same answer on
+    // every device: whichever device's answer won, it was not a person's choice that lost
+    const answeredHere = this.result !== null && this.interactive;
     const { text, applied } = verdictText(outcome, ownIds, this.call.arguments ?? {}, answeredHere, this.summary);
-    if (!applied) this.el.classList.add("dismissed");
+    if (!applied && this.interactive) this.el.classList.add("dismissed");
     this.settle(answeredHere && !applied ? "not-applied" : outcome.status, text);
     if (outcome.status === "completed" && outcome.result && "selected" in outcome.result) {
       for (const button of this.el.querySelectorAll("button")) {
