@@ -108,7 +108,7 @@ async def history_shots(first: Page, hub: Hub) -> None:
     await page.goto(f"{first.url.split('#')[0]}#token={TOKEN}")
     await expect(page.locator("#link")).to_have_text("Connected")
     answered = page.locator('article.card[data-tool="choice"]')
-    await expect(answered.locator(".card-where")).to_contain_text("Answered on another device")
+    await expect(answered.locator(".card-outcome")).to_have_text("Chose: staging on Linux PC (Chrome)")
     await expect(page.locator("svg.board path")).to_have_count(len(LANDSCAPE))
     await answered.scroll_into_view_if_needed()
     await page.screenshot(path=DOCS / "history.png")
