@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 import segno
 
 from lineup_plugin import load_registry
