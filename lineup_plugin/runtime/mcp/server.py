@@ -37,9 +37,11 @@ import contextlib
 import ipaddress
 import json
 import logging
+import signal
 import socket
 import sys
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -47,6 +49,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
+import uvicorn
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
@@ -73,6 +76,8 @@ INSTRUCTIONS = (
 MAX_SESSIONS = 256
 #: how many calls may wait for the App at once (each waits on a worker thread); more queue for a thread
 MAX_WAITING_CALLS = 256
+#: seconds ``lineup mcp --http`` waits for open requests (a call waiting for the App) once told to stop
+GRACEFUL_SHUTDOWN = 5
 #: the MCP Apps extension (SEP-1865) as negotiated in the capabilities
 APPS_EXTENSION = "io.modelcontextprotocol/ui"
 
@@ -352,7 +357,6 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
     (:class:`~.guard.HostOriginGuard`, against DNS rebinding). There is no authentication: any
     process that reaches the port may ask the user's phone.
     """
-    import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .guard import HostOriginGuard
@@ -373,13 +377,50 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
         sock = socket.create_server((host, port), family=family)  # listening before it is announced
     except OSError as exc:
         raise TransportError(f"cannot serve MCP on {host}:{port}: {exc.strerror or exc}") from exc
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    server = _Uvicorn(config)
     if not _loopback(host):
         print(f"lineup mcp: warning: {host} is not a loopback address; MCP has no authentication", file=sys.stderr)
     where = f"http://{_url_host(host)}:{sock.getsockname()[1]}/mcp"
     print(f"lineup mcp: MCP over streamable HTTP at {where}", file=sys.stderr, flush=True)
     with sock:
         await server.serve(sockets=[sock])
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, stopped by SIGINT/SIGTERM through the event loop.
+
+    uvicorn's own handlers (``signal.signal``) sit beside the loop's SIGTERM handler of
+    ``lineup mcp`` (which cancels the main task): both fired, and the task was cancelled in the
+    middle of uvicorn's graceful shutdown, which printed a traceback; then uvicorn raised the signal
+    again. Here the loop's handlers ask uvicorn to exit (a second SIGINT forces it), and nothing is
+    raised again: ``lineup mcp --http`` ends as cleanly as at the end of a stdio client's input.
+    Once stopping, the streams still open (a client's standing SSE stream) are ended without
+    uvicorn's "ASGI callable returned without completing response" error.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        logging.getLogger("uvicorn.error").addFilter(self._quiet_when_stopping)
+
+    def _quiet_when_stopping(self, record: logging.LogRecord) -> bool:
+        return not (self.should_exit and record.getMessage().startswith("ASGI callable returned without completing"))
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop on SIGINT/SIGTERM through the running loop (uvicorn's own way where it has none)."""
+        if sys.platform == "win32":  # no loop signal handlers there
+            with super().capture_signals():
+                yield
+            return
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)  # Ctrl+C is KeyboardInterrupt again
+            self._captured_signals.clear()  # handled: never raised again
 
 
 def _loopback(host: str) -> bool:
