@@ -19,7 +19,7 @@ JSON Schemas are LineUp's, not derived from Python signatures):
 - tool list changes (an App connects with its own tools, or leaves) are announced: with
   ``notifications/tools/list_changed`` on handshake-era connections, and on
   ``subscriptions/listen`` streams on 2026-07-28 ones;
-- MCP Apps (SEP-1865): every tool links its card page (``_meta.ui.resourceUri``), a
+- MCP Apps (SEP-1865), advertised in every protocol era: every tool links its card page (``_meta.ui.resourceUri``), a
   ``text/html;profile=mcp-app`` resource (``resources/list``, ``resources/read``) that a host
   shows inline; the page finds and answers its call through two tools listed only to such hosts
   (:mod:`.apps`, :mod:`.view`). Other clients see the same tools and results as before.
@@ -118,6 +118,27 @@ def supports_apps(ctx: ServerRequestContext[Any, Any]) -> bool:
     return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
 
 
+def advertise_apps(result: HandlerResult) -> HandlerResult:
+    """An ``initialize`` result (as sent) with the MCP Apps extension in its capabilities.
+
+    The SDK sends ``capabilities.extensions`` on the 2026-07-28 protocol only: the handshake
+    eras' schema (2024-11-05 to 2025-11-25) has no such field, so it is dropped there, while hosts
+    of those eras (the MCP Apps hosts today) read it in the same place. Written back here.
+    """
+    if not isinstance(result, dict) or not isinstance(result.get("capabilities"), dict):
+        return result
+    capabilities = dict(result["capabilities"])
+    extensions = capabilities.get("extensions")
+    capabilities["extensions"] = {**(extensions if isinstance(extensions, dict) else {}), APPS_EXTENSION: {}}
+    return {**result, "capabilities": capabilities}
+
+
+def ui_meta(uri: str) -> dict[str, Any]:
+    """A tool's ``_meta`` linking its card page: ``ui.resourceUri``, and the flat ``ui/resourceUri``
+    key of the earlier MCP Apps drafts, which hosts written against them still read."""
+    return {"ui": {"resourceUri": uri}, "ui/resourceUri": uri}
+
+
 class LineUpMcpServer:
     """The MCP server around an :class:`McpRuntime` (see the module docstring).
 
@@ -171,10 +192,12 @@ class LineUpMcpServer:
     # handlers --------------------------------------------------------------------------
 
     async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: keep each handshake-era connection (its ``initialize``) for list_changed."""
+        """Middleware: keep each handshake-era connection (its ``initialize``) for list_changed, and
+        advertise MCP Apps in its capabilities (see :func:`advertise_apps`)."""
         result = await call_next(ctx)
         if ctx.method == "initialize":
             self._sessions.append(ctx.session)
+            result = advertise_apps(result)
         return result
 
     def tools(self, *, apps: bool = False) -> list[types.Tool]:
@@ -191,7 +214,7 @@ class LineUpMcpServer:
                     description=schema.get("description") or None,
                     input_schema=schema.get("parameters") or {"type": "object"},
                     output_schema=output if output is not None and output.get("type") == "object" else None,
-                    _meta={"ui": {"resourceUri": card_uri(schema["name"])}},
+                    _meta=ui_meta(card_uri(schema["name"])),
                 )
             )
         if apps:
