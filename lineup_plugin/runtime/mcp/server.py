@@ -19,7 +19,8 @@ JSON Schemas are LineUp's, not derived from Python signatures):
 - tool list changes (an App connects with its own tools, or leaves) are announced: with
   ``notifications/tools/list_changed`` on handshake-era connections, and on
   ``subscriptions/listen`` streams on 2026-07-28 ones;
-- MCP Apps (SEP-1865), advertised in every protocol era: every tool links its card page (``_meta.ui.resourceUri``), a
+- MCP Apps (SEP-1865), advertised in every protocol era: every tool links its card page
+  (``_meta.ui.resourceUri``), a
   ``text/html;profile=mcp-app`` resource (``resources/list``, ``resources/read``) that a host
   shows inline; the page finds and answers its call through two tools listed only to such hosts
   (:mod:`.apps`, :mod:`.view`). Other clients see the same tools and results as before.
