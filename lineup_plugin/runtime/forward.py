@@ -279,6 +279,9 @@ class ForwardServer:
             self.open_calls.pop(call_id, None)
             if not waiting.done():
                 waiting.cancel()
+            # handed over while this connection was being closed: its end is read here, or asyncio
+            # would log "Task exception was never retrieved" for a hand-over that went as it should
+            waiting.add_done_callback(_read_end)
         if result is not None:
             writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
             await writer.drain()
@@ -377,6 +380,12 @@ def conversation_line(conversation: Conversation | None) -> dict[str, Any]:
     if conversation is None:
         return {}
     return {"conversation": {"id": conversation.id, "title": conversation.title}}
+
+
+def _read_end(task: asyncio.Future[Any]) -> None:
+    """Mark the end of a forwarded call's task as seen (a hand-over, a cancel: nobody waits for it)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _call_fields(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], float | None, Origin | None]:
