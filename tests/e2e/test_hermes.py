@@ -449,6 +449,30 @@ class TestGateway:
         assert not final.interrupted
 
     @bounded
+    async def test_each_final_reply_reaches_the_app_once(self, hermes: Hermes, gateway: Gateway) -> None:
+        hermes.llm.reset(stream("The first ", "answer."), stream("The second ", "answer."))
+        app = await WsApp.connect(gateway.server)
+        texts: list[Text] = []
+
+        async def texts_until(wanted: str) -> None:
+            while not texts or texts[-1].text != wanted:
+                message = (await app.next("text")).payload
+                assert isinstance(message, Text)
+                texts.append(message)
+
+        try:
+            await app.send(Text(text="one"))
+            await texts_until("The first answer.")
+            await anyio.to_thread.run_sync(gateway.settle)  # the first turn is over
+            await app.send(Text(text="two"))  # a second turn: whatever the first sent twice came before its reply
+            await texts_until("The second answer.")
+        finally:
+            await app.close()
+        first = [text for text in texts if text.text == "The first answer."]
+        assert len(first) == 1, [(text.message_id, text.text) for text in texts]
+        assert len({text.message_id for text in texts}) == len(texts)  # no message id settled twice
+
+    @bounded
     async def test_a_reply_stopped_half_written_is_settled_as_interrupted(
         self, hermes: Hermes, gateway: Gateway
     ) -> None:
