@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -158,6 +159,27 @@ async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_resu
     assert answer["json"]["status"] == "completed"
     assert answer["json"]["result"] == {"selected": "staging", "index": 1}
     assert not hermes.llm.errors
+
+
+@bounded
+async def test_a_delegate_task_subagents_card_says_subagent(hermes: Hermes) -> None:
+    hermes.llm.reset(
+        call("delegate_task", goal="Ask the user where to deploy", background=False),  # the parent agent
+        call("choice", **DEPLOY),  # the subagent
+        say("The user chose staging."),  # the subagent's summary
+        say("Deploying to staging."),  # the parent again
+    )
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent("lineup", "delegation"), "deploy the app")
+        card = await app.next_call()
+        await app.answer(card, selected="staging", index=1)
+        result = await result_of(run)
+    finally:
+        await app.close()
+    assert card.origin is not None and card.origin.kind == "subagent", card.origin
+    assert re.fullmatch(r"\d+-[0-9a-f]{8}", card.origin.label or ""), card.origin
+    assert result["final_response"]  # the parent's run ended after its subagent's
 
 
 @bounded
