@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from playwright.async_api import Browser, Locator, Page, expect
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.runtime.base import Conversation
-from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
+from tests.fakes.llm import Gate, Turn, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
 from .browser import PHONE
@@ -163,23 +164,31 @@ async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_resu
 
 @bounded
 async def test_a_delegate_task_subagents_card_says_subagent(hermes: Hermes) -> None:
-    hermes.llm.reset(
-        call("delegate_task", goal="Ask the user where to deploy", background=False),  # the parent agent
-        call("choice", **DEPLOY),  # the subagent
-        say("The user chose staging."),  # the subagent's summary
-        say("Deploying to staging."),  # the parent again
-    )
+    goal = "Ask the user where to deploy"
+    child_done = threading.Event()
+
+    def turn(body: dict[str, Any]) -> Turn:
+        """The parent and its subagent run at once (a top-level delegation runs in the background):
+        each request is answered by whose it is."""
+        if goal not in last_user_text(body):
+            return say("I asked a subagent.")  # the parent
+        if not tool_messages(body):
+            return call("choice", **DEPLOY)
+        child_done.set()
+        return say("The user chose staging.")
+
+    hermes.llm.reset(call("delegate_task", goal=goal), *[turn] * 6)
     app = await WsApp.connect(hermes.server)
     try:
         run = run_in_thread(hermes.agent("lineup", "delegation"), "deploy the app")
         card = await app.next_call()
         await app.answer(card, selected="staging", index=1)
-        result = await result_of(run)
+        await result_of(run)
+        assert await anyio.to_thread.run_sync(child_done.wait, 60)  # the subagent ended too
     finally:
         await app.close()
     assert card.origin is not None and card.origin.kind == "subagent", card.origin
     assert re.fullmatch(r"\d+-[0-9a-f]{8}", card.origin.label or ""), card.origin
-    assert result["final_response"]  # the parent's run ended after its subagent's
 
 
 @bounded
