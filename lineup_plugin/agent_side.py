@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import HandedOverError
 from .protocol import codec
 from .protocol.calls import Call
+from .protocol.live import INTERRUPTED
 from .protocol.messages import Actor, AgentState, AgentStatus, Attachment, Origin, Payload, ToolResult
 from .protocol.outputs import Event
 from .protocol.session import Peer, Session
@@ -22,8 +23,8 @@ from .uploads import Uploads
 
 if TYPE_CHECKING:
     from .ports import Link
+    from .push.service import PushService
 
-INTERRUPTED = "the agent was interrupted"
 
 
 class AgentSide:
@@ -35,6 +36,8 @@ class AgentSide:
     files: Uploads
     deadline: float
     deadlines: dict[str, float]
+    #: Web Push to the devices away (None: off; see :func:`lineup_plugin.hub.use_push`)
+    push: PushService | None = None
     _waiters: dict[str, list[asyncio.Future[ToolResult]]]
 
     def _flush(self, *, retry: bool = True) -> list[Event]:

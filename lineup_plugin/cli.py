@@ -272,7 +272,12 @@ def _stats_of_the_server(settings: Settings, since: float | None, busy: StoreBus
 
     try:
         data: dict[str, Any] = request_stats(
-            settings.host, settings.port, settings.token, settings.data_dir, since=since
+            settings.host,
+            settings.port,
+            settings.token,
+            settings.data_dir,
+            since=since,
+            tls=settings.tls_cert is not None,
         )
     except TransportError as exc:
         from .runtime.lock import ServerLock

@@ -15,6 +15,7 @@ The hierarchy::
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
     ├── MediaError               a file sent either way was refused (too large, wrong type, damaged...)
+    ├── PushError                a Web Push subscription was refused, or the push keys cannot be kept
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -95,6 +96,10 @@ class MediaError(LineUpError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class PushError(LineUpError):
+    """A Web Push subscription was refused (the message says why), or the push keys cannot be kept."""
 
 
 class TransportError(LineUpError):

@@ -27,14 +27,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .agent_side import INTERRUPTED, AgentSide
-from .errors import StoreError, TransportError
+from .agent_side import AgentSide
+from .errors import PushError, StoreError, TransportError
 from .media import MediaStore, StoredFile
+from .plugins import load_registry
 from .protocol.calls import Call
 from .protocol.history import DEFAULT_RETENTION, Retention
-from .protocol.messages import Envelope, Payload, ToolResult
+from .protocol.messages import Envelope, Error, Payload, ToolResult
 from .protocol.outputs import (
     AppToolCall,
+    Batch,
     DevicesChanged,
     Event,
     FileReceived,
@@ -44,7 +46,7 @@ from .protocol.outputs import (
     ToolsChanged,
 )
 from .protocol.session import ANSWERED_ELSEWHERE, Peer, Session, Verifier, closed_reason, failure
-from .store import MemoryStore, Store
+from .store import MemoryStore, Store, open_store
 from .tools.catalog import RegistryCatalog
 from .tools.registry import Registry
 from .tools.runner import AppRuns
@@ -53,8 +55,10 @@ from .uploads import Uploads
 if TYPE_CHECKING:
     from .config.settings import Settings
     from .ports import Link
+    from .push.service import PushService
 
 log = logging.getLogger(__name__)
+_NONE: frozenset[str] = frozenset()
 
 DEFAULT_DEADLINE = 600.0
 #: seconds between tries to write what a failing store could not
@@ -66,7 +70,7 @@ FilesHandler = Callable[[str, str, list[StoredFile]], Awaitable[None] | None]
 StopHandler = Callable[[str], Awaitable[None] | None]
 ToolsChangedHandler = Callable[[], Awaitable[None] | None]
 
-__all__ = ["ANSWERED_ELSEWHERE", "INTERRUPTED", "Hub", "Peer", "closed_reason", "failure"]
+__all__ = ["ANSWERED_ELSEWHERE", "Hub", "Peer", "closed_reason", "failure"]
 
 
 async def _maybe_await(value: Awaitable[None] | None) -> None:
@@ -115,6 +119,7 @@ class Hub(AgentSide):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
+        self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
         #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
         self.text_conversation = conversation_id
         #: the calls a previous process left pending and this hub closed when it was made (the
@@ -126,14 +131,11 @@ class Hub(AgentSide):
         """The hub ``settings`` describe: their store, agent id and deadlines, with ``registry``
         (default: every installed plugin's tools) and ``options`` (``on_text``, ``on_stop``,
         ``on_tools_changed``, ``conversation_id``...). Call it on the thread of the hub's event loop."""
-        from .plugins import load_registry
-        from .store import open_store
-
-        return cls(
+        return push_as_set(cls(
             registry if registry is not None else load_registry(), store=open_store(settings),
             media=MediaStore.from_settings(settings), agent_id=settings.agent_id, deadline=settings.deadline,
             deadlines=settings.deadlines, retention=settings.retention, reclaim=settings.handover_grace, **options,
-        )  # fmt: skip
+        ), settings)  # fmt: skip
 
     @property
     def media(self) -> MediaStore | None:
@@ -145,7 +147,7 @@ class Hub(AgentSide):
     def _flush(self, *, retry: bool = True) -> list[Event]:
         """Apply what the session produced: commit, registry, send, wake; returns the runtime's events."""
         batch = self.session.take()
-        failed: set[str] = set()
+        failed: set[str] | frozenset[str] = _NONE
         if not self.store.write_deferred():
             self._retry_later()
         if batch.changes:
@@ -172,19 +174,22 @@ class Hub(AgentSide):
                     log.info("send to %s failed: %s", message.link.name, exc)
             else:
                 message.link.close(message.code, message.reason)
-        unsaved = [call for call in batch.ended if call.call_id in failed]
+        unsaved = [call for call in batch.ended if call.call_id in failed] if failed else []
         for call in batch.ended:
             assert call.result is not None
-            for waiter in () if call.call_id in failed else self._waiters.pop(call.call_id, ()):
-                if not waiter.done():  # a cancelled caller's wait is done already
-                    waiter.set_result(call.result)
+            if call.call_id not in failed:
+                for waiter in self._waiters.pop(call.call_id, ()):
+                    if not waiter.done():  # a cancelled caller's wait is done already
+                        waiter.set_result(call.result)
+        for watch in self.watchers:
+            watch(batch)
         for call in unsaved:  # the model and every App are told, in a batch of their own
             self.session.calls.abandon(call, "the agent could not save this call; ask again")
         if unsaved or batch.registry:
             batch.events.extend(self._flush(retry=not unsaved))
         if batch.new_deadline or self._timer is None:
             self._arm_timer()
-        if any(isinstance(event, DevicesChanged) for event in batch.events):
+        if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
 
@@ -274,11 +279,11 @@ class Hub(AgentSide):
     async def receive(self, link: Link, text: str | bytes | Any, *, parsed: bool = False) -> None:
         """Handle one message that arrived on ``link`` (``parsed``: a JSON value a transport parsed already,
         e.g. out of an IM message); bad input is answered with an ``error``."""
-        message = self.session.decode(link, text, parsed=parsed)
+        session = self.session
+        message = session.decode(link, text, parsed=parsed)
         if message is not None:
-            await self.handle(link, message)
-        else:
-            await self._settle()
+            session.receive(link, message, self.store.read(session.wants(link, message)))
+        await self._settle()
 
     async def receive_object(self, link: Link, data: Any) -> None:
         """Handle one JSON object a transport has parsed already (e.g. out of an IM message)."""
@@ -321,3 +326,42 @@ class Hub(AgentSide):
         elif self.on_text is not None:
             names = ", ".join(file.name for file in files)
             await _maybe_await(self.on_text(event.device_id, f"{event.text}\n[files sent with it: {names}]"))
+
+
+def use_push(hub: Hub, push: PushService) -> Hub:
+    """``hub`` with Web Push: every welcome names the agent's key, every committed batch is read by
+    ``push`` (cards waiting, shown, ended; subscriptions sent), a refused subscription is answered
+    ``push_refused``, and while a device can be pushed a call waits for it instead of failing ``no_app``."""
+
+    def refuse(link: Link, why: str) -> None:  # after the batch being applied
+        asyncio.get_running_loop().call_soon(hub.reply, link, Error(code="push_refused", message=why))
+
+    def reachable(count: int) -> None:
+        hub.session.calls.reachable_offline = count > 0
+
+    hub.push = push
+    hub.session.push_key = push.public_key
+    push.refuse, push.on_subscriptions = refuse, reachable
+    reachable(len(push.subscriptions))
+    hub.watchers.append(push.observe)
+    return hub
+
+
+def push_as_set(hub: Hub, settings: Settings) -> Hub:
+    """``hub`` with Web Push as ``settings`` say (``push``, ``push_preview``, ``push_contact``,
+    ``push_services``); without it when ``push`` is off or its key cannot be kept (logged)."""
+    if not settings.push:
+        return hub
+    from .push.service import PushService
+
+    push = PushService(
+        settings.data_dir,
+        preview=settings.push_preview,
+        contact=settings.push_contact,
+        services=settings.push_services,
+    )
+    try:
+        return use_push(hub, push)
+    except PushError as exc:
+        log.warning("lineup: no Web Push: %s", exc)
+        return hub

@@ -8,6 +8,7 @@ tokens. :func:`open_store` builds the one the settings ask for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -18,8 +19,10 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import quote
+
+from pydantic_core import to_json
 
 from .errors import StoreBusyError, StoreError
 from .protocol.calls import Call, CallState
@@ -87,9 +90,21 @@ class Store(Protocol):
         """Release the store's resources."""
 
 
+@runtime_checkable
+class AuditPages(Protocol):
+    """A store whose audit log can be read a page at a time while it serves (the durable store):
+    what ``GET /api/stats`` meters."""
+
+    def call_audit_page(
+        self, *, since: float | None = None, after: int = 0, limit: int = 5000
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Up to ``limit`` audit records about calls after position ``after``; the position to read on from."""
+        ...
+
+
 class _OneChange(ABC):
     """What both stores share: redaction of secrets, the reads of the session core made of the
-    store's own, writing what can be of a failed batch, and writing one change at a time (tests)."""
+    store's own, and writing what can be of a failed batch."""
 
     _secrets: list[str]
     #: changes told to the devices and the model but not yet written (the store failed on them)
@@ -188,21 +203,6 @@ class _OneChange(ABC):
         self._unwritten.clear()
         return True
 
-    def save_call(self, call: Call) -> None:
-        """Insert or update ``call`` and commit; a call that already ended is never changed."""
-        self.apply([SaveCall(call)])
-
-    def first_seen(self, envelope_id: str) -> bool:
-        """Record ``envelope_id`` and commit; True the first time, False for a repeat."""
-        if self.was_seen(envelope_id):
-            return False
-        self.apply([SeenEnvelope(envelope_id)])
-        return True
-
-    def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
-        """Append one audit record and commit."""
-        self.apply([Audit(event, call_id, device_id, detail)])
-
 
 _NOTHING = Known()
 
@@ -227,7 +227,7 @@ class MemoryStore(_OneChange):
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_limit = seen_limit
         self._ended_limit = ended_limit
-        self._audit: list[tuple[str, str | None, str | None, str]] = []
+        self._audit: list[Audit] = []
         self._secrets: list[str] = []
         self._unwritten: list[Change] = []
         self.retention = retention
@@ -249,9 +249,10 @@ class MemoryStore(_OneChange):
             elif isinstance(change, SaveConversation):
                 self._conversations.pop(change.conversation_id, None)
                 self._conversations[change.conversation_id] = change
+            elif change.detail and self._secrets:
+                self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
-                detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
-                self._audit.append((change.event, change.call_id, change.device_id, detail))
+                self._audit.append(change)
         if len(self._audit) > 10_000:
             del self._audit[:1000]
 
@@ -312,7 +313,7 @@ class MemoryStore(_OneChange):
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:
         """The most recent audit records (at most 10,000), oldest first."""
-        return list(self._audit)
+        return [(a.event, a.call_id, a.device_id, a.detail) for a in self._audit]
 
     def close(self) -> None:
         """Nothing to release."""
@@ -395,7 +396,6 @@ _UPDATE_CALL = (
     "WHERE call_id = ? AND done = 0"
 )
 _INSERT_SEEN = "INSERT OR IGNORE INTO seen (envelope_id, at) VALUES (?, ?)"
-_INSERT_AUDIT = "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES (?, ?, ?, ?, ?)"
 _CALL_COLUMNS = "request, conversation_id, state, created_at, expires_at, result, history, forwarded, answered"
 _PRUNE_ENDED = "DELETE FROM calls WHERE rowid IN (SELECT rowid FROM calls WHERE done = 1 ORDER BY updated_at LIMIT ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO history (seq, at, conversation_id, entry) VALUES (?, ?, ?, ?)"
@@ -405,9 +405,24 @@ ON CONFLICT (conversation_id) DO UPDATE SET
     title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at
 """
 _PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
-_PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE last_seq < (SELECT coalesce(min(seq), 0) FROM history)"
+#: conversations whose history is gone (at open; a conversation is listed only while it has entries)
+_PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE conversation_id NOT IN (SELECT conversation_id FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
-_READ_CONVERSATIONS = "SELECT conversation_id, title, last_seq, updated_at FROM conversations ORDER BY last_seq DESC"
+#: the conversations with entries kept: their title (written when it changes), latest seq and its time
+_READ_CONVERSATIONS = """
+SELECT h.conversation_id, c.title, max(h.seq), max(h.at) FROM history h
+LEFT JOIN conversations c ON c.conversation_id = h.conversation_id
+GROUP BY h.conversation_id ORDER BY max(h.seq) DESC
+"""
+_READ_TITLES = "SELECT conversation_id, title FROM conversations"
+#: a multi-row insert of audit records takes at most this many rows
+_AUDIT_ROWS = 64
+
+
+@functools.cache
+def _insert_audits(count: int) -> str:
+    """The insert of ``count`` audit records in one statement."""
+    return "INSERT INTO audit (at, event, call_id, device_id, detail) VALUES " + ",".join(["(?, ?, ?, ?, ?)"] * count)
 
 
 def _over(count: int, limit: int) -> bool:
@@ -463,6 +478,8 @@ class SQLiteStore(_OneChange):
         self._written: set[str] = set()
         #: the oldest history entry kept (seq, time): the history is pruned only once it falls out
         self._oldest: tuple[int, float] | None = None
+        #: the conversations' titles as written (a conversation's row changes only with its title)
+        self._titles: dict[str, str | None] = {}
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -501,7 +518,17 @@ class SQLiteStore(_OneChange):
             raise
         self._counts = self._count(db)
         self._oldest = self._oldest_entry(db)
+        with contextlib.suppress(sqlite3.Error):
+            db.execute(_PRUNE_CONVERSATIONS)
+        self._titles = self._read_titles(db)
         return db
+
+    @staticmethod
+    def _read_titles(db: sqlite3.Connection) -> dict[str, str | None]:
+        """The title of each conversation as the file has it (a conversation row is written when its title changes)."""
+        with contextlib.suppress(sqlite3.Error):
+            return dict(db.execute(_READ_TITLES).fetchall())
+        return {}
 
     @staticmethod
     def _oldest_entry(db: sqlite3.Connection) -> tuple[int, float] | None:
@@ -591,6 +618,7 @@ class SQLiteStore(_OneChange):
     def _resync(self) -> None:
         """After a rolled-back batch: count the rows again and forget which calls were written."""
         self._written.clear()  # the next save of each call writes its whole row (an upsert)
+        self._titles = self._read_titles(self._db)
         self._oldest = self._oldest_entry(self._db)
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
@@ -603,10 +631,12 @@ class SQLiteStore(_OneChange):
 
     def _insert_audit(self, audits: list[Audit]) -> None:
         now = time.time()
-        execute = self._db.execute
+        rows: list[Any] = []
         for event, call_id, device_id, detail, at in audits:
-            at = now if at is None else at
-            execute(_INSERT_AUDIT, (at, event, call_id, device_id, self._redact(detail) if detail else detail))
+            rows += (now if at is None else at, event, call_id, device_id, self._redact(detail) if detail else detail)
+        for start in range(0, len(audits), _AUDIT_ROWS):  # one statement for the records of a batch
+            count = min(_AUDIT_ROWS, len(audits) - start)
+            self._db.execute(_insert_audits(count), rows[start * 5 : (start + count) * 5])
         self._counts["audit"] += len(audits)
         self._prune_if_over("audit", self.audit_limit)
 
@@ -616,8 +646,11 @@ class SQLiteStore(_OneChange):
         execute = self._db.execute
         for record in records:
             execute(_INSERT_ENTRY, (record.seq, record.at, record.conversation_id, record.json()))
-        for info in conversations:
-            execute(_SAVE_CONVERSATION, info)
+        titles = self._titles
+        for info in conversations:  # written when new or retitled: the latest seq is read from the history
+            if titles.get(info.conversation_id, info) != info.title:
+                execute(_SAVE_CONVERSATION, info)
+                titles[info.conversation_id] = info.title
         if records:  # keep what the retention allows, counted from the newest entry
             newest = records[-1]
             oldest_seq, oldest_at = self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)
@@ -625,7 +658,6 @@ class SQLiteStore(_OneChange):
                 self._oldest = (records[0].seq, records[0].at)
             if self._oldest[0] < oldest_seq or self._oldest[1] < oldest_at:  # only then is anything to prune
                 execute(_PRUNE_HISTORY, (oldest_seq, oldest_at))
-                execute(_PRUNE_CONVERSATIONS)
                 self._oldest = self._oldest_entry(self._db)
 
     def history_id(self) -> str:
@@ -662,7 +694,7 @@ class SQLiteStore(_OneChange):
         call_id = call.call_id
         done = call.done
         result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
-        history = json.dumps([[str(state), at] for state, at in call.history])
+        history = to_json([(state.value, at) for state, at in call.history]).decode()
         answered = json.dumps([call.answered_by, call.answered_name]) if call.answered_by is not None else None
         if call_id in self._written:
             params: tuple[Any, ...] = (

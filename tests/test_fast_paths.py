@@ -15,8 +15,10 @@ decoding: ``protocol.codec.decode`` (one    ``codec._decode_steps``             
 pydantic-core validator first)                                                        too), or the same
                                                                                       ProtocolError naming the same
                                                                                       field path
-encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))``     the same text
-                                            (the model dump)
+encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))``     the same text, with the
+                                            (the model dump)                          clock's timestamp or now
+history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the       the same text, the same entry
+``Record.entry`` (model_construct)          record's fields, then dumped
 ==========================================  ========================================  ==============================
 """
 
@@ -35,10 +37,11 @@ from hypothesis import strategies as st
 
 from lineup_plugin.config.check import given_settings, surely_valid
 from lineup_plugin.config.schema import SCHEMA as SETTINGS_SCHEMA
-from lineup_plugin.config.settings import validated_settings
+from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT, validated_settings
 from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
+from lineup_plugin.protocol.history import Record
 from lineup_plugin.protocol.messages import (
     KINDS,
     Actor,
@@ -58,12 +61,15 @@ from lineup_plugin.protocol.messages import (
     HistoryEntry,
     MessageDelta,
     Payload,
+    PushKeys,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
     ToolCancel,
     ToolList,
     ToolResult,
+    WebPushSubscription,
 )
 from lineup_plugin.protocol.tools import ActionDefinition
 from lineup_plugin.tools.argcheck import compile_schema
@@ -374,6 +380,7 @@ def _type_of(spec: dict[str, Any]) -> Any:
 
 TYPE_OF = {name: _type_of(spec) for name, spec in SETTINGS_SCHEMA["properties"].items()}
 NUMBERS = {name for name, kind in TYPE_OF.items() if kind in ("integer", "number")}
+BOOLEANS = {name for name, kind in TYPE_OF.items() if kind == "boolean"}
 #: numbers as text, as LINEUP_* variables hold them: plain ones, and ones the model reads but the cheap check leaves
 NUMERALS = ["0", "9", "9600", "9600.0", "70000", "-1", "0.5", "1.5", "09", " 9", "9_000", "+1", "1e3", "0x10", "http"]
 WUKONGIM = {
@@ -401,11 +408,13 @@ ENVIRONMENT = st.tuples(
 def lax_forms(data: dict[str, Any]) -> list[str]:
     """The values of ``data`` the model reads in lax mode and the cheap check leaves to it.
 
-    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a float
-    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, and WuKongIM settings
-    (the cheap check's schema admits only null there).
+    A bool or text where a number belongs (``LINEUP_PORT=09`` is port 9 to the model), a number or
+    text where a bool belongs (``LINEUP_PUSH=false``), a float
+    beyond 2**53 where an integer belongs, a bool or NaN among the deadlines, WuKongIM and TLS settings
+    (the cheap check's schema admits only null there) and a push contact of one's own.
     """
     found = [name for name in NUMBERS if type(data.get(name)) in (bool, str)]
+    found += [name for name in BOOLEANS if name in data and type(data[name]) is not bool]  # 0, 1, "false"...
     found += [
         name
         for name in NUMBERS
@@ -418,8 +427,9 @@ def lax_forms(data: dict[str, Any]) -> list[str]:
             for key, value in deadlines.items()
             if type(value) in (bool, str) or (isinstance(value, float) and math.isnan(value))
         ]
-    if data.get("wukongim") is not None:
-        found.append("wukongim")
+    found += [name for name in ("wukongim", "tls_cert", "tls_key") if data.get(name) is not None]
+    if "push_contact" in data and data["push_contact"] != DEFAULT_PUSH_CONTACT:
+        found.append("push_contact")
     return found
 
 
@@ -616,6 +626,16 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
         ),
         reset=st.booleans(),
     ),
+    PushSubscribe: st.builds(
+        PushSubscribe,
+        subscription=st.none()
+        | st.builds(
+            WebPushSubscription,
+            endpoint=st.text(min_size=1, max_size=40),
+            expirationTime=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+            keys=st.builds(PushKeys, p256dh=st.text(max_size=20), auth=st.text(max_size=10)),
+        ),
+    ),
 }
 PAYLOADS: st.SearchStrategy[Payload] = st.one_of(*PAYLOAD_OF.values())
 
@@ -634,3 +654,31 @@ def test_encode_envelope_agrees_with_encoding_the_envelope(
         options: dict[str, Any] = {"sender": sender, "target": target, "conversation_id": conversation_id}
         slow = codec.encode(codec.envelope(payload, id=message_id, **options))
         assert codec.encode_envelope(payload, id=message_id, **options) == slow
+
+
+@settings(EXAMPLES, max_examples=100)
+@given(payload=PAYLOADS, sender=ACTORS, target=ACTORS, conversation_id=IDS, stamp=TIMESTAMPS.filter(bool))
+def test_encode_envelope_with_the_clocks_timestamp_agrees_with_encoding_the_envelope(
+    payload: Payload, sender: Actor, target: Actor, conversation_id: str, stamp: str
+) -> None:
+    options: dict[str, Any] = {"sender": sender, "target": target, "conversation_id": conversation_id}
+    slow = codec.encode(codec.envelope(payload, id="m1", timestamp=stamp, **options))
+    assert codec.encode_envelope(payload, id="m1", timestamp=stamp, **options) == slow
+
+
+@settings(EXAMPLES, max_examples=100)
+@given(
+    seq=st.integers(1, 2**53 - 1),
+    at=st.floats(0, 4e9),
+    conversation_id=IDS,
+    text=MAYBE,
+    call=st.none() | PAYLOAD_OF[ToolCall],
+    result=st.none() | PAYLOAD_OF[ToolResult],
+)
+def test_a_history_record_is_written_as_its_validated_entry(
+    seq: int, at: float, conversation_id: str, text: str | None, call: ToolCall | None, result: ToolResult | None
+) -> None:
+    record = Record(seq, at, conversation_id, "call.end", {"text": text, "call": call, "result": result}, "c1")
+    slow = HistoryEntry.model_validate(json.loads(record.entry().model_dump_json(exclude_none=True)))
+    assert HistoryEntry.model_validate_json(record.json()) == slow
+    assert record.json() == slow.model_dump_json(exclude_none=True)

@@ -15,7 +15,8 @@ layer  modules (under ``lineup_plugin/``)                  what they are
 1      ``protocol/``                                       the sans-I/O core: imports nothing of the
                                                            package but ``errors``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
-       ``plugins``, ``builtin_tools/``                     argument checks, settings, hooks
+       ``plugins``, ``builtin_tools/``, ``push/``          argument checks, settings, hooks; Web
+                                                           Push (keys, sealing, rules, sending)
 3      ``store``, ``stats``, ``media``, ``uploads``        durable calls, seen ids, audit; metering;
                                                            files sent either way
 4      ``ports``                                           what the hub and a transport promise each
@@ -49,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "qr", "private"),
     ("protocol",),
-    ("tools", "config", "hookspecs", "plugins", "builtin_tools"),
+    ("tools", "config", "hookspecs", "plugins", "builtin_tools", "push"),
     ("store", "stats", "media", "uploads"),
     ("ports",),
     ("hub", "agent_side"),

@@ -21,6 +21,8 @@ from lineup_plugin.runtime.loop import Runner, _Pending
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
 from lineup_plugin.transports.memory import MemoryApp
 
+from .store_helpers import save_call
+
 CHOICE = {"question": "Deploy where?", "options": ["staging", "预发布"]}
 ANSWER = {"selected": "预发布", "index": 1}
 
@@ -151,8 +153,8 @@ def pending_call(call_id: str, *, expires_in: float) -> Call:
 async def test_a_restart_closes_pending_calls_and_tells_the_app_why(tmp_path: Path) -> None:
     path = tmp_path / "lineup.sqlite3"
     with SQLiteStore(path) as before:
-        before.save_call(pending_call("waiting", expires_in=600))
-        before.save_call(pending_call("overdue", expires_in=-1))
+        save_call(before, pending_call("waiting", expires_in=600))
+        save_call(before, pending_call("overdue", expires_in=-1))
 
     with SQLiteStore(path) as after:
         hub = Hub(load_registry(load_entrypoints=False), store=after)

@@ -19,6 +19,8 @@ from lineup_plugin.protocol.messages import ToolCall, ToolResult
 from lineup_plugin.protocol.session import Audit, SaveCall, SeenEnvelope
 from lineup_plugin.store import SCHEMA_VERSION, MemoryStore, SQLiteStore, Store, open_store
 
+from .store_helpers import audit, first_seen, save_call
+
 
 def make_call(call_id: str = "c1", *, created_at: float | None = None, expires_in: float = 60.0) -> Call:
     now = time.time() if created_at is None else created_at
@@ -49,7 +51,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def test_a_saved_call_reads_back_equal(store: Store) -> None:
     call = make_call()
     call.advance(CallState.DELIVERED)
-    store.save_call(call)
+    save_call(store, call)
     again = store.get_call("c1")
     assert again is not None
     assert (again.request, again.state, again.created_at, again.expires_at, again.history) == (
@@ -63,27 +65,27 @@ def test_a_saved_call_reads_back_equal(store: Store) -> None:
 
 def test_pending_calls_are_the_live_ones_oldest_first(store: Store) -> None:
     for call_id, created in (("late", 20.0), ("early", 10.0), ("ended", 5.0)):
-        store.save_call(make_call(call_id, created_at=time.time() + created))
+        save_call(store, make_call(call_id, created_at=time.time() + created))
     ended = make_call("ended")
     ended.end("cancelled", "stop")
-    store.save_call(ended)
+    save_call(store, ended)
     assert [c.call_id for c in store.pending_calls()] == ["early", "late"]
 
 
 def test_an_ended_call_keeps_its_result(store: Store) -> None:
     call = make_call()
-    store.save_call(call)
+    save_call(store, call)
     call.finish(ToolResult(call_id="c1", result={"selected": "预发布", "index": 1}))
-    store.save_call(call)
+    save_call(store, call)
     again = store.get_call("c1")
     assert again is not None and again.done
     assert again.result == ToolResult(call_id="c1", name="choice", result={"selected": "预发布", "index": 1})
 
 
 def test_first_seen_is_true_once(store: Store) -> None:
-    assert store.first_seen("msg_1")
-    assert not store.first_seen("msg_1")
-    assert store.first_seen("msg_2")
+    assert first_seen(store, "msg_1")
+    assert not first_seen(store, "msg_1")
+    assert first_seen(store, "msg_2")
 
 
 def test_unknown_call_is_none(store: Store) -> None:
@@ -97,15 +99,15 @@ def test_everything_survives_reopening(db_path: Path) -> None:
     with SQLiteStore(db_path) as first:
         live, ended = make_call("live"), make_call("ended")
         ended.end("expired", "no answer before the deadline")
-        first.save_call(live)
-        first.save_call(ended)
-        first.first_seen("msg_1")
-        first.audit("call.created", call_id="live", device_id="phone", detail="choice")
+        save_call(first, live)
+        save_call(first, ended)
+        first_seen(first, "msg_1")
+        audit(first, "call.created", call_id="live", device_id="phone", detail="choice")
     with SQLiteStore(db_path) as second:
         assert [c.call_id for c in second.pending_calls()] == ["live"]
         assert second.get_call("ended") is not None
         assert second.get_call("ended").state is CallState.EXPIRED  # type: ignore[union-attr]
-        assert not second.first_seen("msg_1")
+        assert not first_seen(second, "msg_1")
         assert second.audit_log == [("call.created", "live", "phone", "choice")]
 
 
@@ -114,8 +116,8 @@ def test_a_stale_live_save_never_reopens_an_ended_call(db_path: Path) -> None:
         stale = make_call()
         ended = make_call()
         ended.end("cancelled", "stopped")
-        store.save_call(ended)
-        store.save_call(stale)
+        save_call(store, ended)
+        save_call(store, stale)
         saved = store.get_call("c1")
         assert saved is not None and saved.state is CallState.CANCELLED
         assert store.pending_calls() == []
@@ -124,20 +126,20 @@ def test_a_stale_live_save_never_reopens_an_ended_call(db_path: Path) -> None:
 def test_seen_ids_are_bounded_and_the_oldest_go_first(db_path: Path) -> None:
     with SQLiteStore(db_path, seen_limit=10) as store:
         for n in range(30):
-            assert store.first_seen(f"msg_{n}")
-        assert not store.first_seen("msg_29")  # recent ids are remembered
-        assert store.first_seen("msg_0")  # the oldest were pruned
+            assert first_seen(store, f"msg_{n}")
+        assert not first_seen(store, "msg_29")  # recent ids are remembered
+        assert first_seen(store, "msg_0")  # the oldest were pruned
         count = store._db.execute("SELECT count(*) FROM seen").fetchone()[0]
         assert count <= 10 + 1 + 1
 
 
 def test_ended_calls_are_bounded_and_live_calls_never_pruned(db_path: Path) -> None:
     with SQLiteStore(db_path, ended_limit=10) as store:
-        store.save_call(make_call("live"))
+        save_call(store, make_call("live"))
         for n in range(40):
             call = make_call(f"c{n}")
             call.end("completed", "ok")
-            store.save_call(call)
+            save_call(store, call)
         assert store.get_call("live") is not None
         assert store.get_call("c39") is not None
         assert store.get_call("c0") is None
@@ -147,7 +149,7 @@ def test_ended_calls_are_bounded_and_live_calls_never_pruned(db_path: Path) -> N
 def test_audit_log_is_bounded(db_path: Path) -> None:
     with SQLiteStore(db_path, audit_limit=20) as store:
         for n in range(100):
-            store.audit("text.in", detail=str(n))
+            audit(store, "text.in", detail=str(n))
         log = store.audit_log
         assert len(log) <= 20 + 2
         assert log[-1] == ("text.in", None, None, "99")
@@ -156,7 +158,7 @@ def test_audit_log_is_bounded(db_path: Path) -> None:
 def test_secrets_in_audit_details_are_redacted(db_path: Path) -> None:
     secret = "s3cret-token-0123456789"
     with SQLiteStore(db_path, secrets=[secret, None]) as store:
-        store.audit("auth.refused", device_id="phone", detail=f"token {secret} was wrong")
+        audit(store, "auth.refused", device_id="phone", detail=f"token {secret} was wrong")
         assert store.audit_log == [("auth.refused", None, "phone", "token [redacted] was wrong")]
     assert secret.encode() not in b"".join(p.read_bytes() for p in db_path.parent.iterdir())
 
@@ -231,7 +233,7 @@ def test_use_from_another_thread_is_refused(db_path: Path) -> None:
 
         def other() -> None:
             try:
-                store.first_seen("msg")
+                first_seen(store, "msg")
             except BaseException as exc:
                 errors.append(exc)
 
@@ -258,13 +260,13 @@ def test_a_batch_of_changes_commits_as_one_transaction_before_apply_returns(db_p
         store.apply([SaveCall(call), SeenEnvelope("msg_1"), Audit("call.created", call_id="c1"), SaveCall(call)])
         assert not store._db.in_transaction  # committed when apply returns
         assert store.get_call("c1").state == CallState.DELIVERED  # type: ignore[union-attr]
-        assert store.was_seen("msg_1") and not store.first_seen("msg_1")
+        assert store.was_seen("msg_1") and not first_seen(store, "msg_1")
         assert store.audit_log == [("call.created", "c1", None, "")]
 
 
 def test_every_single_write_commits_at_once(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
-        store.audit("text.in")
+        audit(store, "text.in")
         assert not store._db.in_transaction
 
 
@@ -293,7 +295,7 @@ def test_a_failed_commit_keeps_nothing_of_the_batch_and_raises(db_path: Path, ca
     assert not real.in_transaction
     store._db = real
     assert store.audit_log == [] and store.get_call("c1") is None
-    store.first_seen("msg_1")  # the store goes on with the next batch
+    first_seen(store, "msg_1")  # the store goes on with the next batch
     assert store.was_seen("msg_1")
     store.close()
 
@@ -318,7 +320,7 @@ def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_p
         (call,) = store.pending_calls()
         assert call.call_id == "old" and call.forwarded is False
         forwarded = Call(request=ToolCall(call_id="new", name="choice"), conversation_id="default", forwarded=True)
-        store.save_call(forwarded)
+        save_call(store, forwarded)
         saved = store.get_call("new")
         assert saved is not None and saved.forwarded is True
     finally:
@@ -331,10 +333,10 @@ def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_p
 def test_who_answered_a_call_is_kept_across_a_restart_and_a_damaged_record_is_refused(db_path: Path) -> None:
     store = SQLiteStore(db_path)
     call = Call(request=ToolCall(call_id="c1", name="confirm"), conversation_id="default")
-    store.save_call(call)  # live first, then its end: the update path
+    save_call(store, call)  # live first, then its end: the update path
     call.finish(ToolResult(call_id="c1", status="completed", result={"approved": True}), now=time.time())
     call.answered_by, call.answered_name = "phone", "Pixel 7 (Chrome)"
-    store.save_call(call)
+    save_call(store, call)
     store.close()
     again = SQLiteStore(db_path)
     try:

@@ -63,7 +63,11 @@ const PATHS = {
   direct: ["Direct", "Connected straight to the agent on your network"],
   relay: ["Relay", "Through the relay server, end-to-end encrypted (the agent's address cannot be reached)"],
 };
-const notifier = new Notifier($("notify"), $("notify-hint"));
+const notifier = new Notifier($("notify"), $("notify-hint"), {
+  send: (kind, payload) => connection.send(kind, payload, conversations.current),
+  tell: (text) => feed.message("system", text),
+  openCard,
+});
 
 const WRONG_TOKEN = "Wrong token — check the token printed by the agent.";
 
@@ -75,6 +79,7 @@ const deck = new Deck({
     // a card's answer belongs to the card's conversation, whichever is shown
     const shown = deck.cards.get(payload.call_id)?.el.dataset.conversation ?? conversations.current;
     if (kind === "tool.result") {
+      notifier.settled(payload.call_id);
       cursor.remember({ k: "answer", p: payload, c: shown }); // a reload shows our answer
       cursor.save();
     }
@@ -120,6 +125,7 @@ function showEntry(entry, replay = false, older = false) {
       deck.restore(entry.call);
     } else if (entry.event === "call.end" && entry.result) {
       deck.ended(entry);
+      notifier.settled(entry.result.call_id);
     } else if (entry.event === "conversation" && typeof entry.title === "string") {
       conversations.create(shownIn, entry.title);
     }
@@ -163,6 +169,17 @@ function showHistory(history) {
   } else for (const entry of entries) showEntry(entry);
 }
 
+/** Show the card of `callId` (a notification was clicked): its conversation, scrolled to and focused. */
+function openCard(callId) {
+  const card = deck.cards.get(callId);
+  if (!card) return false;
+  const where = card.el.dataset.conversation;
+  if (where && where !== conversations.current) conversations.select(where);
+  card.el.scrollIntoView({ block: "center" });
+  card.el.focus({ preventScroll: true });
+  return true;
+}
+
 function showConnect(error = "") {
   ui.chatView.hidden = true;
   ui.connectView.hidden = false;
@@ -183,6 +200,7 @@ const HANDLERS = {
     cursor.follow(connection.agentId);
     deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = connection.agentId;
+    notifier.welcome(payload);
     const wasHidden = ui.chatView.hidden;
     showChat();
     if (wasHidden && matchMedia("(pointer: fine)").matches) ui.message.focus(); // no surprise keyboard on phones
@@ -195,7 +213,10 @@ const HANDLERS = {
     notifier.card(payload);
     deck.call(payload);
   },
-  "tool.cancel": (payload) => deck.cancel(payload),
+  "tool.cancel": (payload) => {
+    notifier.settled(payload.call_id);
+    deck.cancel(payload);
+  },
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
     if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to

@@ -70,7 +70,7 @@ def given_settings(
     if "wukongim" in overrides and isinstance(data.get("wukongim"), Mapping):
         overrides["wukongim"] = {**data["wukongim"], **overrides["wukongim"]}
     data.update(overrides)
-    for key in ("allowed_origins", "allowed_hosts"):  # comma-separated in LINEUP_* variables
+    for key in ("allowed_origins", "allowed_hosts", "push_services"):  # comma-separated in LINEUP_* variables
         if isinstance(data.get(key), str):
             data[key] = [item.strip() for item in data[key].split(",") if item.strip()]
     return data

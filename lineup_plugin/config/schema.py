@@ -133,6 +133,26 @@ SCHEMA: dict[str, Any] = {'additionalProperties': False,
                                          'exclusiveMinimum': 0,
                                          'title': 'Media Retention Days',
                                          'type': 'number'},
-                'wukongim': {'default': None, 'type': 'null'}},
+                'wukongim': {'default': None, 'type': 'null'},
+                'push': {'default': True,
+                         'description': 'Web Push to the Apps that subscribed when a card waits (see Push '
+                                        'notifications)',
+                         'title': 'Push',
+                         'type': 'boolean'},
+                'push_preview': {'default': True,
+                                 'description': 'a push names the tool and its question; false: it says only '
+                                                '"A card is waiting"',
+                                 'title': 'Push Preview',
+                                 'type': 'boolean'},
+                'push_contact': {'default': 'https://pypi.org/project/lineup-plugin/',
+                                 'enum': ['https://pypi.org/project/lineup-plugin/']},
+                'push_services': {'description': "the push services an App's subscription may name (a host, "
+                                                 'or a domain whose hosts are all taken); add your own push '
+                                                 'service here',
+                                  'items': {'type': 'string'},
+                                  'title': 'Push Services',
+                                  'type': 'array'},
+                'tls_cert': {'default': None, 'type': 'null'},
+                'tls_key': {'default': None, 'type': 'null'}},
  'title': 'Settings',
  'type': 'object'}

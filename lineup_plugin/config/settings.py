@@ -10,15 +10,17 @@ naming the setting.
 from __future__ import annotations
 
 import pprint
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
+from ..push.services import PUSH_SERVICES
 from .check import default_data_dir, given_settings
 
 
@@ -46,6 +48,11 @@ class WuKongIMSettings(BaseModel):
         "always or never",
     )
 
+
+#: the VAPID contact when ``push_contact`` is not set: the package's page. Apple's push service refuses
+#: a contact at ``localhost``; set your own ``mailto:`` so a push service can reach you
+DEFAULT_PUSH_CONTACT = "https://pypi.org/project/lineup-plugin/"
+PUSH_CONTACT = re.compile(r"^(mailto:[^@\s]+@[^@\s]+\.[^@\s]+|https://[^/\s]+\.[^/\s]+(/\S*)?)$")
 
 #: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
 DEFAULT_FILE_TYPES = (
@@ -147,6 +154,39 @@ class Settings(BaseModel):
     wukongim: WuKongIMSettings | None = Field(
         default=None, description="how the relay joins a WuKongIM server (relay and both modes)"
     )
+    push: bool = Field(
+        default=True, description="Web Push to the Apps that subscribed when a card waits (see Push notifications)"
+    )
+    push_preview: bool = Field(
+        default=True, description='a push names the tool and its question; false: it says only "A card is waiting"'
+    )
+    push_contact: str = Field(
+        default=DEFAULT_PUSH_CONTACT,
+        description="the contact a push service may reach you at (the VAPID sub): mailto:you@example.org or an "
+        "https:// address; Apple refuses one at localhost",
+    )
+    push_services: list[str] = Field(
+        default_factory=lambda: list(PUSH_SERVICES),
+        description="the push services an App's subscription may name (a host, or a domain whose hosts are all "
+        "taken); add your own push service here",
+    )
+    tls_cert: Path | None = Field(
+        default=None, description="HTTPS and wss:// on the direct server: a PEM certificate (chain) file"
+    )
+    tls_key: Path | None = Field(default=None, description="the key file of tls_cert")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: set both (a certificate and its key) or neither")
+        return self
+
+    @field_validator("push_contact")
+    @classmethod
+    def _contact(cls, value: str) -> str:
+        if not PUSH_CONTACT.match(value):
+            raise ValueError(f"expected mailto:you@example.org or an https:// address, not {value[:80]!r}")
+        return value
 
     @field_validator("deadlines")
     @classmethod
@@ -213,11 +253,14 @@ def validated_settings(data: Mapping[str, Any]) -> Settings:
 def settings_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`Settings` that :mod:`lineup_plugin.config.check` checks settings with.
 
-    The nested ``wukongim`` model is left to the model itself (the schema admits only null there).
+    The nested ``wukongim`` model, the form of ``push_contact`` and the pairing of ``tls_cert`` with
+    ``tls_key`` are left to the model itself (the schema admits only their defaults).
     """
     schema = Settings.model_json_schema()
     schema.pop("$defs", None)
-    schema["properties"]["wukongim"] = {"default": None, "type": "null"}
+    for name in ("wukongim", "tls_cert", "tls_key"):
+        schema["properties"][name] = {"default": None, "type": "null"}
+    schema["properties"]["push_contact"] = {"default": DEFAULT_PUSH_CONTACT, "enum": [DEFAULT_PUSH_CONTACT]}
     return schema
 
 

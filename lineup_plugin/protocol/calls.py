@@ -70,22 +70,20 @@ class Call:
     expires_at: float | None = None
     result: ToolResult | None = None
     history: list[tuple[CallState, float]] = field(default_factory=list)
-    #: made by another process of the agent, which waits on it through this one (see ``Session.recover``)
+    #: made by another process of the agent, which waits on it through this one (see ``LiveCalls.recover``)
     forwarded: bool = False
+    #: the call's id, unique within its conversation (the request's; read on every step of the call)
+    call_id: str = field(init=False, repr=False)
     #: the device (or surface) whose answer ended the call, and how people call it; None when nobody answered
     answered_by: str | None = None
     answered_name: str | None = None
 
     def __post_init__(self) -> None:
+        self.call_id = self.request.call_id
         if self.expires_at is None and self.request.expires_at is not None:
             self.expires_at = parse_timestamp(self.request.expires_at)
         if not self.history:
             self.history.append((self.state, self.created_at))
-
-    @property
-    def call_id(self) -> str:
-        """The call's id, unique within its conversation."""
-        return self.request.call_id
 
     @property
     def done(self) -> bool:

@@ -70,6 +70,8 @@ class Devices(Generic[L]):
         #: the attached links and their devices, in the order they attached
         self._attached: dict[L, str] = {}
         self._targets: dict[str | None, Actor] = {}
+        #: how many attached links set a size limit (none: no call can be too long for a link)
+        self._limited = 0
         #: how people call each device that attached (its hello's ``name``), most recent last
         self._names: dict[str, str] = {}
         self._stamp: tuple[float, str] = (float("nan"), "")
@@ -83,7 +85,7 @@ class Devices(Generic[L]):
 
     def items(self) -> Iterator[tuple[L, str]]:
         """The attached links and their device ids, in the order they attached."""
-        return iter(list(self._attached.items()))
+        return iter(list(self._attached.items()) if len(self._attached) > 1 else self._attached.items())
 
     def __bool__(self) -> bool:
         return bool(self._attached)
@@ -122,7 +124,10 @@ class Devices(Generic[L]):
     def attach(self, link: L, device_id: str, name: str | None = None) -> None:
         """``link`` belongs to ``device_id`` from now on (audited, the runtime is told); ``name``: how
         people call the device (its hello's), shown on the cards it answers."""
-        self._links[link].device_id = device_id
+        state = self._links[link]
+        state.device_id = device_id
+        if link not in self._attached and state.max_text is not None:
+            self._limited += 1
         self._attached[link] = device_id
         if name:
             self._names.pop(device_id, None)
@@ -131,10 +136,15 @@ class Devices(Generic[L]):
                 del self._names[next(iter(self._names))]
         self.out.audit("device.attach", device_id=device_id)
 
+    def _forget(self, link: L) -> LinkState | None:
+        state = self._links.pop(link, None)
+        if self._attached.pop(link, None) is not None and state is not None and state.max_text is not None:
+            self._limited -= 1
+        return state
+
     def detach(self, link: L) -> str | None:
         """``link`` closed: forget it; the device it belonged to when no other link of it stays open."""
-        state = self._links.pop(link, None)
-        self._attached.pop(link, None)
+        state = self._forget(link)
         if state is None or state.device_id is None:
             return None
         device_id = state.device_id
@@ -147,8 +157,7 @@ class Devices(Generic[L]):
         """Tell ``link`` why it is refused (an ``error``), close it and forget it."""
         self.out.send(link, self.encode(Error(code=code, message=message)))
         self.out.close(link, close_code, message)
-        self._links.pop(link, None)
-        self._attached.pop(link, None)
+        self._forget(link)
 
     # --------------------------------------------------------------------------- messages
 
@@ -220,6 +229,8 @@ class Devices(Generic[L]):
     def too_long(self, text_for: Callable[[str], str]) -> tuple[str, int, int] | None:
         """The first attached link whose limit the text ``text_for`` its device is over: the link's
         name, the limit and the size; None when every link carries it."""
+        if not self._limited:
+            return None
         for link, device_id in self._attached.items():
             limit = self._links[link].max_text
             if limit is not None:

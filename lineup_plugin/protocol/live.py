@@ -26,13 +26,15 @@ from typing import Any, Generic
 from .calls import Call, CallState, format_timestamp
 from .devices import Devices
 from .messages import CallOutcome, CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
-from .outputs import L, Outbox
+from .outputs import CardShown, CardWaiting, L, Outbox
 from .timeline import Timeline
 
 ANSWERED_ELSEWHERE = "answered on another device"
 NO_APP = "no LineUp App is connected; ask the user to open the App"
 RESTARTED = "the agent restarted before an answer arrived; ask again"
 EXPIRED = "no answer before the deadline"
+#: why a call ends when the run that waits on it is interrupted
+INTERRUPTED = "the agent was interrupted"
 
 
 def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
@@ -99,6 +101,9 @@ class LiveCalls(Generic[L]):
         #: recovered calls nobody has claimed yet, and until when they wait for a claim
         self._unclaimed: dict[str, float] = {}
         self._recovered = False
+        #: whether a device that is not attached can be told of a call (it subscribed to Web Push):
+        #: then a call waits for it instead of failing ``no_app`` (the driver keeps this up to date)
+        self.reachable_offline = False
 
     # ---------------------------------------------------------------------------- reading
 
@@ -139,7 +144,8 @@ class LiveCalls(Generic[L]):
 
         ``known``: the call with this id as the store holds it (read by the driver): a known id
         is not started again (a recovered call waiting for its claim is claimed) and its call
-        is returned as it stands. With no device attached the call ends ``failed`` (``no_app``).
+        is returned as it stands. With no device attached the call ends ``failed`` (``no_app``),
+        unless a device can be told of it while away (:attr:`reachable_offline`).
         """
         known = known or self.lookup(request.call_id)
         if known is not None:
@@ -147,7 +153,7 @@ class LiveCalls(Generic[L]):
             return known
         now = self.out.clock()
         conversation_id = self.devices.conversation(conversation_id)
-        if not self.devices:
+        if not self.devices and not self.reachable_offline:
             call = Call(request=request, conversation_id=conversation_id, created_at=now, forwarded=forwarded)
             return self._fail_at_once(call, NO_APP, "no_app")
         expires_at = now + max(0.0, wait)
@@ -173,6 +179,7 @@ class LiveCalls(Generic[L]):
         for link, device_id in self.devices.items():
             if self.for_device(call, device_id):
                 self.deliver(call, link, device_id, seq)
+        self.out.event(CardWaiting(call))
         return call
 
     def for_device(self, call: Call, device_id: str) -> bool:
@@ -270,6 +277,8 @@ class LiveCalls(Generic[L]):
         if item.advance(stage, now=self.out.clock()):
             self.out.save(item)
             self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
+        if item is not None and ack.stage == "waiting_user":  # every device that shows it, not only the first
+            self.out.event(CardShown(ack.call_id, device_id))
 
     def abandon(self, call: Call, message: str) -> None:
         """The store could not write the last changes of ``call``, and nothing of them was sent: end it ``failed``.

@@ -21,6 +21,7 @@ kind               direction        purpose
 ``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
 ``history``        agent → App      numbered past events a device missed; the conversations
+``push.subscribe`` App → agent      the device's Web Push subscription (or none: stop pushing to it)
 =================  ===============  =====================================================
 
 An envelope from the agent may carry ``seq``: the number of the history entry it is the live
@@ -111,12 +112,17 @@ class DeviceHello(WireModel):
 
 
 class DeviceWelcome(WireModel):
-    """The agent accepted the device; ``pending`` calls follow as ``tool.call`` messages."""
+    """The agent accepted the device; ``pending`` calls follow as ``tool.call`` messages.
+
+    ``push_key``: the agent's VAPID public key (base64url) when it sends Web Push; an App that
+    may notify subscribes with it (``applicationServerKey``) and answers ``push.subscribe``.
+    """
 
     device_id: Identifier
     agent: Actor
     protocol_version: int = PROTOCOL_VERSION
     pending: int = 0
+    push_key: str | None = Field(default=None, max_length=200)
 
 
 class ToolList(WireModel):
@@ -294,6 +300,31 @@ class Error(WireModel):
     upload_id: str | None = None
 
 
+class PushKeys(WireModel):
+    """The browser's keys of a push subscription (base64url): its P-256 public key and auth secret."""
+
+    p256dh: str = Field(max_length=200)
+    auth: str = Field(max_length=100)
+
+
+class WebPushSubscription(WireModel):
+    """A browser's push subscription, as ``PushSubscription.toJSON()`` writes it."""
+
+    endpoint: str = Field(min_length=1, max_length=2048)
+    expirationTime: float | None = None
+    keys: PushKeys
+
+
+class PushSubscribe(WireModel):
+    """The device's Web Push subscription, sent after every welcome while it may notify; none: stop.
+
+    The agent pushes each waiting card the device does not show to it, sealed for its keys (see
+    docs/push.md), and answers an ``error`` ``push_refused`` saying why when it cannot take it.
+    """
+
+    subscription: WebPushSubscription | None = None
+
+
 HistoryEvent = Literal["text.in", "text.out", "call", "call.end", "status", "conversation"]
 
 
@@ -371,6 +402,7 @@ Payload = (
     | FileStored
     | Error
     | History
+    | PushSubscribe
 )
 
 #: payload model by kind
@@ -391,6 +423,7 @@ KINDS: dict[str, type[WireModel]] = {
     "file.stored": FileStored,
     "error": Error,
     "history": History,
+    "push.subscribe": PushSubscribe,
 }
 KIND_OF: dict[type[WireModel], str] = {model: kind for kind, model in KINDS.items()}
 

@@ -203,7 +203,44 @@ class DevicesChanged:
     attached: bool
 
 
-Event = TextReceived | StopRequested | ToolsChanged | AppToolCall[Any] | FileReceived[Any] | DevicesChanged
+@dataclass(frozen=True, slots=True)
+class CardWaiting:
+    """Event: ``call`` started and waits for the user until it expires (the devices that do not show
+    it may be told by Web Push)."""
+
+    call: Call
+
+
+@dataclass(frozen=True, slots=True)
+class CardShown:
+    """Event: ``device_id`` shows the card of live call ``call_id`` (it acknowledged ``waiting_user``)."""
+
+    call_id: str
+    device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PushSubscribed(Generic[L]):
+    """Event: the App on ``link`` (device ``device_id``) sent its Web Push ``subscription``
+    (``PushSubscription.toJSON()``; None: stop pushing to it). A driver that refuses it answers
+    an ``error`` ``push_refused`` with ``Session.reply``."""
+
+    link: L
+    device_id: str
+    subscription: dict[str, Any] | None
+
+
+Event = (
+    TextReceived
+    | StopRequested
+    | ToolsChanged
+    | AppToolCall[Any]
+    | FileReceived[Any]
+    | DevicesChanged
+    | CardWaiting
+    | CardShown
+    | PushSubscribed[Any]
+)
 
 
 class Batch(Generic[L]):
@@ -222,7 +259,7 @@ class Batch(Generic[L]):
         self.ended: list[Call] = []
         #: for the runtime
         self.events: list[Event] = []
-        #: whether a call started: its deadline may be the next one (see ``Session.next_deadline``)
+        #: whether a call started: its deadline may be the next one (see ``LiveCalls.next_deadline``)
         self.new_deadline = False
 
     def __bool__(self) -> bool:

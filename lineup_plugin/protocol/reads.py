@@ -74,22 +74,6 @@ class Kept:
     conversations: Sequence[ConversationInfo] = ()
 
 
-class Records(Protocol):
-    """The reads a driver makes for the session core (what a store offers; see :mod:`lineup_plugin.store`)."""
-
-    def get_call(self, call_id: str) -> Call | None:
-        """The call with ``call_id``, live or ended, if the store still knows it."""
-
-    def pending_calls(self) -> list[Call]:
-        """Every call that has not reached a terminal status, oldest first."""
-
-    def kept(self) -> Kept:
-        """The state of the store's history."""
-
-    def read(self, wants: Wants) -> Known:
-        """What the store knows of ``wants``, in one go."""
-
-
 class Catalog(Protocol):
     """The agent's tools as a session reads them (a :class:`~lineup_plugin.tools.registry.Registry` adapter)."""
 

@@ -76,6 +76,7 @@ from .messages import (
     FileBegin,
     FileChunk,
     Payload,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -97,6 +98,7 @@ from .outputs import (
     FileReceived,
     L,
     Outbox,
+    PushSubscribed,
     RegistryChange,
     SaveCall,
     SeenEnvelope,
@@ -119,17 +121,20 @@ __all__ = [
     "NO_APP",
     "RESTARTED",
     "AppToolCall",
+    "Applied",
     "Audit",
     "Batch",
     "Catalog",
     "Change",
     "CloseLink",
+    "DeclareTools",
     "DevicesChanged",
     "Event",
     "FileReceived",
     "Kept",
     "Known",
     "Peer",
+    "RegistryChange",
     "SaveCall",
     "SeenEnvelope",
     "Send",
@@ -139,9 +144,11 @@ __all__ = [
     "ToolsChanged",
     "Verifier",
     "Wants",
+    "WithdrawTools",
     "changes_by_kind",
     "closed_reason",
     "failure",
+    "unknown_call",
 ]
 
 
@@ -175,6 +182,8 @@ class Session(Generic[L]):
         self.agent = self.devices.agent
         self.conversation_id = conversation_id
         self.status = AgentStatus(state="idle")
+        #: the agent's Web Push key, told in every welcome (None: the agent sends no push)
+        self.push_key: str | None = None
         self._recorded_status: tuple[str, AgentState, str | None] | None = None
 
     def take(self) -> Batch[L]:
@@ -297,6 +306,9 @@ class Session(Generic[L]):
         elif isinstance(payload, AgentStop):
             self.out.audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self.out.event(StopRequested(device_id, payload.reason))
+        elif isinstance(payload, PushSubscribe):
+            wanted = payload.subscription.model_dump() if payload.subscription is not None else None
+            self.out.event(PushSubscribed(link, device_id, wanted))
         elif isinstance(payload, DeviceHello):
             if state.verify is None:  # a vouched link re-syncs on each hello
                 self._attach(link, device_id, payload, known)
@@ -321,8 +333,8 @@ class Session(Generic[L]):
 
     def _attach(self, link: L, device_id: str, hello: DeviceHello | None, known: Known) -> None:
         self.devices.attach(link, device_id, hello.name if hello is not None else None)
-        live = self.calls.all()
-        self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live)))
+        live, key = self.calls.all(), self.push_key
+        self.reply(link, DeviceWelcome(device_id=device_id, agent=self.agent, pending=len(live), push_key=key))
         for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
             if self.calls.live(call_id) is None:
                 ended = self.calls.lookup(call_id) or known.calls.get(call_id)
@@ -536,5 +548,3 @@ class Session(Generic[L]):
         device_id = self.devices.device_id(link) if link is not None else None
         self.out.audit(event, call_id=call_id, device_id=device_id, detail=detail)
 
-
-__all__ += ["Applied", "DeclareTools", "RegistryChange", "SeenEnvelope", "WithdrawTools", "unknown_call"]

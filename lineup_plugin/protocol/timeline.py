@@ -71,17 +71,21 @@ class Timeline(Generic[L]):
         now = out.clock()
         seq = self.head = self.head + 1
         record = Record(seq, now, conversation_id, event, fields, call_id)
-        self._pending().append(record)
-        out.batch.changes.append(record)
+        batch = out.batch
+        if self._batch is not batch:  # a new batch: the entries of the one before are the store's now
+            self._batch, self._in_batch = batch, []
+        self._in_batch.append(record)
+        batch.changes.append(record)
         conversations = self._conversations
         known = conversations.pop(conversation_id, None)  # re-inserted last: the dict stays in activity order
         title = fields.get("title") or (known.title if known is not None else None)
         info = SaveConversation(conversation_id, title, seq, now)
         conversations[conversation_id] = info
-        out.batch.changes.append(info)
+        batch.changes.append(info)
         oldest = self.retention.oldest_seq(seq)
-        while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
-            del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
+        if oldest > 1 or len(conversations) > MAX_CONVERSATIONS:  # only then may a conversation's history be gone
+            while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
+                del conversations[next(iter(conversations))]  # its history is gone (the store drops it too)
         return record
 
     def record_end(self, call: Call) -> int | None:

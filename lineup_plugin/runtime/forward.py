@@ -4,22 +4,9 @@ Hermes runs the plugin in every process sharing a home (the gateway, each CLI, `
 -q``, cron jobs), but one process serves the App (:mod:`.lock`). That process also listens on
 a Unix socket in the data directory (:func:`socket_path`, mode 0600 in a 0700 directory; on
 Linux the peer's uid must be ours too) and every other process forwards its LineUp calls there.
-The channel carries JSON lines, one object per line (at most :data:`MAX_LINE` bytes)::
-
-    forwarder → server  {"op": "hello", "token": "…", "pid": 4242}
-    forwarder → server  {"op": "call", "call_id": "…", "name": "choice", "arguments": {…},
-                         "deadline": 597.5, "origin": {"kind": "chat", "label": "hermes chat"}}
-    forwarder → server  {"op": "cancel", "call_id": "…"}                  (its run was interrupted)
-    forwarder → server  {"op": "answer", "surface": "mcp-host", "result": {…}}  (answered where it
-                         shows the card itself, e.g. an MCP Apps host: only its own call)
-    forwarder → server  {"op": "status", "state": "thinking", "detail": null}  (its session's status)
-    forwarder → server  {"op": "text", "text": "…"}                       (its session's reply)
-    server → forwarder  {"op": "result", "result": {…tool.result payload…}}
-    server → forwarder  {"op": "interrupt", "reason": "stopped by the user"}   (the App's stop)
-    server → forwarder  {"op": "error", "message": "…"}                   (then it closes)
-
-A call, a status and a text may say which conversation (agent session) they belong to:
-``"conversation": {"id": "hermes-…", "title": "Hermes cli · …"}`` (see :class:`~.base.Conversation`).
+The channel carries JSON lines, modelled once in :mod:`lineup_plugin.protocol.forward` (the lines,
+their codec and the hand-over policy, all sans-I/O); this module holds the sockets, the token
+file and the threads.
 
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
@@ -41,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import secrets
@@ -54,20 +40,39 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from ..errors import HandedOverError, LineUpError, ProtocolError
+from ..ports import Link
 from ..private import private_dir
-from ..protocol.codec import check_storable
-from ..protocol.messages import AgentState, Origin, ToolResult
+from ..protocol.forward import (
+    FORWARDER,
+    MAX_LINE,
+    SERVER_HELLO,
+    SERVER_REQUEST,
+    AnswerLine,
+    CallLine,
+    CancelLine,
+    ConversationRef,
+    ErrorLine,
+    Hello,
+    Interrupt,
+    Line,
+    ResultLine,
+    StatusLine,
+    TextLine,
+    decode_line,
+    encode_line,
+    parse_line,
+)
+from ..protocol.live import INTERRUPTED
+from ..protocol.messages import Origin, ToolResult
 from .base import Conversation
 
 log = logging.getLogger(__name__)
 
 SOCKET_FILE = "forward.sock"
 TOKEN_FILE = "forward.token"
-#: the longest line either side sends (bytes)
-MAX_LINE = 1_048_576
 #: seconds a new connection has to say hello
 HELLO_TIMEOUT = 5.0
 #: forwarded calls served at once (a connection over it is refused)
@@ -120,25 +125,36 @@ def _peer_uid(sock: socket.socket | None) -> int | None:
     return int(uid)
 
 
-def _line(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+class ForwardLink:
+    """One forwarding connection as a :class:`~lineup_plugin.ports.Link` of the serving hub's process:
+    :meth:`send` queues one encoded line (a ``result``, an ``interrupt``) without waiting,
+    :meth:`close` says why in an ``error`` line and ends the connection."""
+
+    #: the longest line either side sends
+    max_text: int | None = MAX_LINE
+
+    def __init__(self, writer: asyncio.StreamWriter, name: str) -> None:
+        self.writer = writer
+        self.name = name
+
+    def send(self, text: str) -> None:
+        """Queue one encoded line (its newline included)."""
+        self.writer.write(text.encode("ascii"))
+
+    def put(self, line: Line) -> None:
+        """Queue one line."""
+        self.writer.write(encode_line(line))
+
+    def close(self, code: int, reason: str) -> None:
+        """Say why (``code`` is not sent: the line protocol has none) and close the connection."""
+        with contextlib.suppress(Exception):
+            self.put(ErrorLine(message=reason))
+        self.writer.close()
 
 
-def _decode(raw: bytes) -> dict[str, Any]:
-    """One line as a JSON object, or ValueError saying why not (also for what the store cannot
-    write: a lone surrogate, a number out of range, nesting too deep)."""
-    if not raw.endswith(b"\n"):
-        raise ValueError("the line was cut off")
-    try:
-        obj = json.loads(raw)
-        check_storable(obj)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    except ProtocolError as exc:
-        raise ValueError(str(exc)) from None
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    return obj
+def as_link(link: ForwardLink) -> Link:
+    """``link`` as the port it is: the type checker holds :class:`ForwardLink` to ``ports.Link``."""
+    return link
 
 
 # ------------------------------------------------------------------------------ the server
@@ -159,9 +175,9 @@ class ForwardServer:
         self.token_path = data_dir / TOKEN_FILE
         self._token = ""
         self._server: asyncio.AbstractServer | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._links: set[ForwardLink] = set()
         #: the forwarded calls now waited on: call id -> its connection
-        self.open_calls: dict[str, asyncio.StreamWriter] = {}
+        self.open_calls: dict[str, ForwardLink] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -189,8 +205,8 @@ class ForwardServer:
         handed = [call_id for call_id in list(self.open_calls) if self.hub.release(call_id)]
         if handed:
             log.info("lineup: %d forwarded call(s) handed over to the next serving process", len(handed))
-        for writer in list(self._writers):
-            writer.close()
+        for link in list(self._links):
+            link.writer.close()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -204,11 +220,11 @@ class ForwardServer:
 
     def interrupt_all(self, reason: str) -> int:
         """Tell every process waiting on a forwarded call to interrupt its run (the App's stop); how many."""
-        writers = set(self.open_calls.values())
-        for writer in writers:
+        links = set(self.open_calls.values())
+        for link in links:
             with contextlib.suppress(Exception):
-                writer.write(_line({"op": "interrupt", "reason": reason}))
-        return len(writers)
+                link.put(Interrupt(reason=reason))
+        return len(links)
 
     # one connection ------------------------------------------------------------------
 
@@ -216,63 +232,62 @@ class ForwardServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        self._writers.add(writer)
+        link = ForwardLink(writer, f"forward:{id(writer):x}")
+        self._links.add(link)
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, link)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the peer went away, or this server is closing
-        except ValueError as exc:  # a bad line: said why, then closed
-            with contextlib.suppress(Exception):
-                writer.write(_line({"op": "error", "message": str(exc)}))
+        except ProtocolError as exc:  # a bad line: said why, then closed
+            link.close(1008, str(exc))
         finally:
-            self._writers.discard(writer)
+            self._links.discard(link)
             self._tasks.discard(task)
             writer.close()
 
-    async def _read(self, reader: asyncio.StreamReader) -> dict[str, Any] | None:
-        """The next line as an object; None at the end of the stream; ValueError for a bad line."""
+    async def _read(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next line; None at the end of the stream; ProtocolError for a line cut off or too long."""
         try:
-            raw = await reader.readuntil(b"\n")
+            return await reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
             if not exc.partial:
                 return None
-            raise ValueError("the line was cut off") from None
+            raise ProtocolError("the line was cut off") from None
         except asyncio.LimitOverrunError:
-            raise ValueError(f"a line is longer than {MAX_LINE} bytes") from None
-        return _decode(raw)
+            raise ProtocolError(f"a line is longer than {MAX_LINE} bytes") from None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        uid = _peer_uid(writer.get_extra_info("socket"))
+    async def _serve(self, reader: asyncio.StreamReader, link: ForwardLink) -> None:
+        uid = _peer_uid(link.writer.get_extra_info("socket"))
         if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
-            raise ValueError("the forwarding socket serves this user's processes only")
+            raise ProtocolError("the forwarding socket serves this user's processes only")
         try:
-            hello = await asyncio.wait_for(self._read(reader), HELLO_TIMEOUT)
+            raw = await asyncio.wait_for(self._read(reader), HELLO_TIMEOUT)
         except TimeoutError:
-            raise ValueError(f"no hello within {HELLO_TIMEOUT:g} s") from None
-        if hello is None:
+            raise ProtocolError(f"no hello within {HELLO_TIMEOUT:g} s") from None
+        if raw is None:
             return
-        token = hello.get("token")
-        if hello.get("op") != "hello" or not isinstance(token, str):
-            raise ValueError("say hello with the token first")
-        if not secrets.compare_digest(token.encode(), self._token.encode()):
-            raise ValueError("wrong token: read it from the data directory's forward.token")
-        request = await self._read(reader)
-        if request is None:
+        hello = decode_line(raw, *SERVER_HELLO)
+        assert isinstance(hello, Hello)
+        if not secrets.compare_digest(hello.token.encode(), self._token.encode()):
+            raise ProtocolError("wrong token: read it from the data directory's forward.token")
+        raw = await self._read(reader)
+        if raw is None:
             return
-        op = request.get("op")
-        if op in ("status", "text"):
+        request = decode_line(raw, *SERVER_REQUEST)
+        if isinstance(request, StatusLine | TextLine):
             await self._notice(request)
             return
-        if op != "call":
-            raise ValueError("expected a call, a status or a text")
+        assert isinstance(request, CallLine)
         if len(self.open_calls) >= MAX_FORWARDED:
-            raise ValueError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
-        call_id, name, arguments, deadline, origin = _call_fields(request)
-        where = await self._conversation(request)
-        log.info("lineup: forwarded call %s (%s) from pid %s", call_id, name, hello.get("pid"))
-        self.open_calls[call_id] = writer
-        options: dict[str, Any] = {"call_id": call_id, "deadline": deadline, "origin": origin, "detached": True}
-        waiting = asyncio.ensure_future(self.hub.agent_call(name, arguments, conversation_id=where, **options))
+            raise ProtocolError(f"too many forwarded calls at once (at most {MAX_FORWARDED})")
+        where = await self._conversation(request.conversation)
+        call_id = request.call_id
+        log.info("lineup: forwarded call %s (%s) from pid %s", call_id, request.name, hello.pid)
+        self.open_calls[call_id] = link
+        options: dict[str, Any] = {"call_id": call_id, "origin": request.origin, "detached": True}
+        deadline = float(request.deadline) if request.deadline is not None else None
+        call = self.hub.agent_call(request.name, request.arguments, conversation_id=where, deadline=deadline, **options)
+        waiting = asyncio.ensure_future(call)
         try:
             result = await self._until_result(reader, call_id, waiting)
         finally:
@@ -283,52 +298,42 @@ class ForwardServer:
             # would log "Task exception was never retrieved" for a hand-over that went as it should
             waiting.add_done_callback(_read_end)
         if result is not None:
-            writer.write(_line({"op": "result", "result": result.model_dump(mode="json", exclude_none=True)}))
-            await writer.drain()
+            link.put(ResultLine(result=result))
+            await link.writer.drain()
 
     async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
         """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
-        surface = message.get("surface")
         try:
-            result = ToolResult.model_validate(message.get("result"))
+            answer = AnswerLine.model_validate(message)
         except ValueError as exc:
             log.info("lineup: a forwarded answer to %s was refused: %s", call_id, exc)
             return
-        if result.call_id != call_id or not isinstance(surface, str) or not 0 < len(surface) <= 64:
-            log.info("lineup: a forwarded answer for another call or surface was refused (call %s)", call_id)
+        if answer.result.call_id != call_id:
+            log.info("lineup: a forwarded answer for another call was refused (call %s)", call_id)
             return
-        refused = await self.hub.answer_from(surface, result)
+        refused = await self.hub.answer_from(answer.surface, answer.result)
         if refused is not None:
-            log.info("lineup: the answer to %s from %s was refused: %s", call_id, surface, refused)
+            log.info("lineup: the answer to %s from %s was refused: %s", call_id, answer.surface, refused)
 
-    async def _conversation(self, request: dict[str, Any]) -> str | None:
-        """The conversation a line names (titled on the App as it says), checked; None: the default one."""
-        conversation = conversation_of(request.get("conversation"))
+    async def _conversation(self, conversation: ConversationRef | None) -> str | None:
+        """The conversation a line names (titled on the App as it says); None: the default one."""
         if conversation is not None and conversation.title:
             await self.hub.name_conversation(conversation.id, conversation.title)
         return conversation.id if conversation is not None else None
 
-    async def _notice(self, request: dict[str, Any]) -> None:
+    async def _notice(self, request: StatusLine | TextLine) -> None:
         """Another process's session status or reply, shown on the App."""
-        where = await self._conversation(request)
-        if request["op"] == "text":
-            text = request.get("text")
-            if not isinstance(text, str) or not text:
-                raise ValueError("text: expected a non-empty string")
-            await self.hub.send_text(text, conversation_id=where)
-            return
-        state, detail = request.get("state"), request.get("detail")
-        if state not in get_args(AgentState):
-            raise ValueError(f"state: expected one of {', '.join(get_args(AgentState))}")
-        if detail is not None and not isinstance(detail, str):
-            raise ValueError("detail: expected a string or null")
-        await self.hub.set_status(state, detail, conversation_id=where)
+        where = await self._conversation(request.conversation)
+        if isinstance(request, TextLine):
+            await self.hub.send_text(request.text, conversation_id=where)
+        else:
+            await self.hub.set_status(request.state, request.detail, conversation_id=where)
 
     async def _until_result(
         self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
     ) -> ToolResult | None:
         """The call's end, reading the forwarder's cancels meanwhile; None if it went away or was handed over."""
-        reading: asyncio.Task[dict[str, Any] | None] | None = None
+        reading: asyncio.Task[bytes | None] | None = None
         try:
             while True:
                 if reading is None:
@@ -341,8 +346,9 @@ class ForwardServer:
                     except HandedOverError:
                         return None
                 try:
-                    message = reading.result()
-                except ValueError:
+                    raw = reading.result()
+                    message = parse_line(raw) if raw is not None else None
+                except ProtocolError:
                     message = None  # a broken forwarder is one that went away
                 reading = None
                 if message is None:  # the asking process is gone: nobody will read an answer
@@ -353,7 +359,7 @@ class ForwardServer:
                     return None
                 if message.get("op") == "cancel":
                     reason = message.get("reason")
-                    await self.hub.cancel(call_id, reason if isinstance(reason, str) else "the agent was interrupted")
+                    await self.hub.cancel(call_id, reason if isinstance(reason, str) else INTERRUPTED)
                 elif message.get("op") == "answer":
                     await self._answer(call_id, message)
         finally:
@@ -361,50 +367,17 @@ class ForwardServer:
                 reading.cancel()
 
 
-def conversation_of(value: Any) -> Conversation | None:
-    """The ``conversation`` of a line, checked (ValueError naming what is wrong); None when absent."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValueError("conversation: expected an object with an id")
-    conversation_id, title = value.get("id"), value.get("title")
-    if not isinstance(conversation_id, str) or not 0 < len(conversation_id) <= 200:
-        raise ValueError("conversation.id: expected a string of 1-200 characters")
-    if title is not None and (not isinstance(title, str) or len(title) > 200):
-        raise ValueError("conversation.title: expected a string of at most 200 characters")
-    return Conversation(conversation_id, title)
-
-
-def conversation_line(conversation: Conversation | None) -> dict[str, Any]:
-    """The ``conversation`` field of a line (none when ``conversation`` is None)."""
+def conversation_ref(conversation: Conversation | None) -> ConversationRef | None:
+    """The ``conversation`` field of a line (None when ``conversation`` is None)."""
     if conversation is None:
-        return {}
-    return {"conversation": {"id": conversation.id, "title": conversation.title}}
+        return None
+    return ConversationRef.model_construct(id=conversation.id, title=conversation.title)
 
 
 def _read_end(task: asyncio.Future[Any]) -> None:
     """Mark the end of a forwarded call's task as seen (a hand-over, a cancel: nobody waits for it)."""
     if not task.cancelled():
         task.exception()
-
-
-def _call_fields(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], float | None, Origin | None]:
-    """A call line's fields, checked; ValueError naming the first bad one."""
-    call_id, name, arguments = request.get("call_id"), request.get("name"), request.get("arguments", {})
-    deadline, origin = request.get("deadline"), request.get("origin")
-    if not isinstance(call_id, str) or not 0 < len(call_id) <= 200:
-        raise ValueError("call_id: expected a string of 1-200 characters")
-    if not isinstance(name, str) or not 0 < len(name) <= 200:
-        raise ValueError("name: expected a tool name")
-    if not isinstance(arguments, dict):
-        raise ValueError("arguments: expected an object")
-    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline < 0):
-        raise ValueError("deadline: expected a number of seconds >= 0")
-    try:
-        checked = Origin.model_validate(origin) if origin is not None else None
-    except Exception as exc:
-        raise ValueError(f"origin: {exc}") from None
-    return call_id, name, arguments, float(deadline) if deadline is not None else None, checked
 
 
 # ---------------------------------------------------------------------------- the forwarder
@@ -424,10 +397,10 @@ class Forwarded:
     sock: socket.socket
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, line: Line) -> None:
         """Write one line on the call's connection (threads take turns)."""
         with self.lock:
-            self.sock.sendall(_line(message))
+            self.sock.sendall(encode_line(line))
 
 
 class Forwarder:
@@ -451,9 +424,8 @@ class Forwarder:
             forwarded = self._open.get(call_id)
         if forwarded is None:
             return False
-        payload = result.model_dump(mode="json", exclude_none=True)
         try:
-            forwarded.send({"op": "answer", "surface": surface, "result": payload})
+            forwarded.send(AnswerLine.model_construct(op="answer", surface=surface, result=result))
         except OSError:
             return False
         return True
@@ -468,17 +440,17 @@ class Forwarder:
         try:
             sock.settimeout(timeout)
             sock.connect(os.fspath(self.path))
-            sock.sendall(_line({"op": "hello", "token": token, "pid": os.getpid()}))
+            sock.sendall(encode_line(Hello(token=token, pid=os.getpid())))
         except OSError as exc:
             sock.close()
             raise OwnerUnreachable(f"cannot reach the serving process: {exc}") from None
         return sock
 
-    def notify(self, message: dict[str, Any], timeout: float = 1.0) -> None:
+    def notify(self, message: StatusLine | TextLine, timeout: float = 1.0) -> None:
         """Send a ``status`` or ``text`` line to the serving process (no answer); OwnerUnreachable if none."""
         with self._connect(timeout) as sock:
             try:
-                sock.sendall(_line(message))
+                sock.sendall(encode_line(message))
             except OSError as exc:
                 raise OwnerUnreachable(f"the serving process went away: {exc}") from None
 
@@ -502,11 +474,15 @@ class Forwarder:
         there (the result says how it ended). ``on_interrupt`` is told when the serving process
         asks this one to interrupt its run (the App's stop button).
         """
-        request: dict[str, Any] = {"op": "call", "call_id": call_id, "name": name, "arguments": arguments}
-        request["deadline"] = max(0.0, deadline)
-        if origin is not None:
-            request["origin"] = origin.model_dump(mode="json", exclude_none=True)
-        request.update(conversation_line(conversation))
+        request = CallLine.model_construct(
+            op="call",
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            deadline=max(0.0, deadline),
+            origin=origin,
+            conversation=conversation_ref(conversation),
+        )
         with self._connect(HELLO_TIMEOUT) as sock:
             forwarded = Forwarded(name, arguments, time.time(), sock)
             try:
@@ -550,29 +526,23 @@ class Forwarder:
                 while b"\n" in buffer:
                     raw, _, buffer = buffer.partition(b"\n")
                     try:
-                        message = _decode(raw + b"\n")
-                        op = message.get("op")
-                        if op == "result":
-                            return ToolResult.model_validate(message.get("result"))
-                    except ValueError as exc:  # pydantic's ValidationError is one too
+                        line = decode_line(raw + b"\n", *FORWARDER)
+                    except ProtocolError as exc:
                         raise LineUpError(f"the serving process sent a line that is not valid: {exc}") from None
-                    if op == "interrupt" and on_interrupt is not None:
-                        on_interrupt(str(message.get("reason") or ""))
-                    elif op == "error":
-                        raise LineUpError(f"the serving process refused the call: {message.get('message')}")
+                    if isinstance(line, ResultLine):
+                        return line.result
+                    if isinstance(line, Interrupt) and on_interrupt is not None:
+                        on_interrupt(line.reason)
+                    elif isinstance(line, ErrorLine):
+                        raise LineUpError(f"the serving process refused the call: {line.message}")
             if heartbeat is not None:
                 heartbeat()
             if not cancelled and is_interrupted():
                 cancelled = True
                 try:
-                    forwarded.send({"op": "cancel", "call_id": call_id, "reason": "the agent was interrupted"})
+                    forwarded.send(CancelLine(call_id=call_id, reason=INTERRUPTED))
                 except OSError as exc:
                     raise OwnerUnreachable(f"the serving process went away: {exc}") from None
-
-
-def backoff(attempt: int) -> float:
-    """Seconds to wait before trying again after ``attempt`` failed tries (0.05 s doubling, at most 1 s)."""
-    return float(min(1.0, 0.05 * 2 ** min(attempt, 5)))
 
 
 def platform_supported() -> bool:

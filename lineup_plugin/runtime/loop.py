@@ -46,8 +46,10 @@ from ..errors import TransportError
 from ..hub import Hub, failure
 from ..ports import Transport
 from ..protocol import codec
+from ..protocol.live import INTERRUPTED
 from ..protocol.messages import Origin, ToolResult
 from ..tools.registry import Registry
+from ..transports import transport_for
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,6 @@ ServiceFactory = Callable[[Hub], AbstractAsyncContextManager[Any]]
 
 #: the name of the portal's thread
 THREAD_NAME = "lineup-hub"
-INTERRUPTED = "the agent was interrupted"
 NOT_RUNNING = "the LineUp service is not running"
 SHUTTING_DOWN = "the agent is shutting down"
 #: seconds an interrupted call may take to be cancelled on the devices before call_blocking returns anyway
@@ -178,6 +179,8 @@ class Runner:
         hub = Hub.from_settings(self.settings, self._registry, **self._hub_options)
         async with AsyncExitStack() as stack:
             stack.callback(hub.store.close)
+            if hub.push is not None:  # the last closing pushes go out (briefly) before the store closes
+                stack.push_async_callback(hub.push.aclose)
             with anyio.fail_after(timeout):
                 transport = await stack.enter_async_context(self._make_transport(hub))
             try:
@@ -370,6 +373,4 @@ def _not_running(call_id: str, name: str) -> ToolResult:
 
 
 def _transport_for(settings: Settings, hub: Hub, app_dir: Traversable | None) -> Transport:
-    from ..transports import transport_for
-
     return transport_for(settings, hub, app_dir=app_dir)

@@ -333,15 +333,17 @@ class LineUpService:
     def _tell_server(self, message: dict[str, Any], conversation: Conversation | None = None) -> None:
         """Pass a status or reply of this process's session (``conversation``) on to the serving process, if one
         serves."""
-        from .forward import conversation_line, platform_supported
+        from ..protocol.forward import StatusLine, TextLine
+        from .forward import conversation_ref, platform_supported
 
-        message.update(conversation_line(conversation))
         if self.runner is not None or not platform_supported() or self.lock.owner() is None:
             return
+        kind = StatusLine if message["op"] == "status" else TextLine
+        line = kind.model_construct(**message, conversation=conversation_ref(conversation))
         try:
-            self.forwarder.notify(message)
+            self.forwarder.notify(line)
         except Exception as exc:  # the App misses one status line or reply; the calls are unaffected
-            log.debug("lineup: could not pass %s on to the serving process: %s", message.get("op"), exc)
+            log.debug("lineup: could not pass %s on to the serving process: %s", message["op"], exc)
 
     def not_serving_result(self, name: str, call_id: str | None = None, why: str = "") -> ToolResult:
         """The ``failed`` result of a call made in a process that does not own the server and cannot reach it."""
@@ -408,14 +410,13 @@ class LineUpService:
         """
         from ..hub import failure
         from ..protocol import codec
-        from .forward import OwnerUnreachable, backoff, platform_supported
+        from ..protocol.forward import HandOver
+        from .forward import OwnerUnreachable, platform_supported
 
         call_id = codec.new_id("call")
         self.runtime.call_started(call_id)
         origin = self.origin()
-        ends = time.monotonic() + deadline
-        unreachable_since: float | None = None
-        attempt = 0
+        policy = HandOver(time.monotonic, ends=time.monotonic() + deadline, patience=FORWARD_PATIENCE)
         while True:
             try:
                 runner = self.runner if self.ensure_started(f"first use of {name}") else None
@@ -424,10 +425,11 @@ class LineUpService:
                 return self.start_failed_result(name, exc)
             if runner is not None:
                 # a process that took over from one that went away: its App is on its way back
-                took_over = self.settings.handover_grace if unreachable_since is not None else 0.0
+                took_over = self.settings.handover_grace if policy.took_over else 0.0
                 return self._call_here(
-                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, ends, took_over, conversation
-                )
+                    runner, name, flat_args, call_id, origin, is_interrupted, heartbeat, policy.ends, took_over,
+                    conversation,
+                )  # fmt: skip
             if not platform_supported():
                 return self.not_serving_result(name, call_id, "no Unix sockets on this system")
             try:
@@ -435,7 +437,7 @@ class LineUpService:
                     name,
                     flat_args,
                     call_id=call_id,
-                    deadline=ends - time.monotonic(),
+                    deadline=policy.left(),
                     origin=origin,
                     is_interrupted=is_interrupted,
                     heartbeat=heartbeat,
@@ -443,24 +445,21 @@ class LineUpService:
                     conversation=conversation,
                 )
             except OwnerUnreachable as exc:
-                now = time.monotonic()
-                unreachable_since = unreachable_since or now
                 why = str(exc)
             except LineUpError as exc:
                 log.warning("lineup: forwarding %s failed: %s", name, exc)
                 return failure(call_id, name, "failed", str(exc), error="forward_failed")
             log.info("lineup: %s: %s; trying again", name, why)
             if is_interrupted():
-                from .loop import INTERRUPTED
+                from ..protocol.live import INTERRUPTED
 
                 return failure(call_id, name, "cancelled", INTERRUPTED)
-            if now >= ends or now - unreachable_since > FORWARD_PATIENCE:
+            retry_at = policy.failed()
+            if retry_at is None:
                 return self.not_serving_result(name, call_id, why)
-            pause = time.monotonic() + backoff(attempt)
-            while time.monotonic() < pause and not is_interrupted():
+            while time.monotonic() < retry_at and not is_interrupted():
                 heartbeat()
                 time.sleep(0.05)
-            attempt += 1
 
     def _call_here(
         self,

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import unquote
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -190,8 +191,6 @@ def check_refs(schema: dict[str, Any], where: str) -> None:
 
 
 def _resolve_local(schema: dict[str, Any], ref: str, where: str) -> None:
-    from urllib.parse import unquote
-
     if ref != "#" and not ref.startswith("#/"):
         raise ToolError(f"{where}: $ref {ref!r} is not allowed: only local refs ('#/...') are, nothing is fetched")
     node: Any = schema

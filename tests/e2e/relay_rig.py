@@ -21,7 +21,9 @@ import anyio
 
 from lineup_plugin import Hub, ToolResult, load_registry
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
+from lineup_plugin.hub import use_push
 from lineup_plugin.media import MediaStore
+from lineup_plugin.push.service import PushService
 from lineup_plugin.transports.both import DirectAndRelay
 from lineup_plugin.transports.direct.server import DirectServer
 from lineup_plugin.transports.wukongim.client import Timers
@@ -110,8 +112,10 @@ def serve_static(directory: Path) -> Iterator[StaticHost]:
         server.server_close()
 
 
-async def relay_agent(tmp_path: Path, *, e2e: bool = True) -> AsyncIterator[RelayAgent]:
-    """A started :class:`RelayAgent` (fake WuKongIM with token checks and a manager token)."""
+async def relay_agent(
+    tmp_path: Path, *, e2e: bool = True, push: PushService | None = None
+) -> AsyncIterator[RelayAgent]:
+    """A started :class:`RelayAgent` (fake WuKongIM with token checks and a manager token); ``push``: its Web Push."""
     async with FakeWuKongIM(token_auth=True, bad_token="connack", manager_token=MANAGER_TOKEN) as im:
         wk = WuKongIMSettings(
             api_url=im.api_url,
@@ -126,6 +130,8 @@ async def relay_agent(tmp_path: Path, *, e2e: bool = True) -> AsyncIterator[Rela
         )
         media = MediaStore.from_settings(settings)
         hub = Hub(load_registry(load_entrypoints=False), media=media, on_files=FilesReceived())
+        if push is not None:
+            use_push(hub, push)
         pairings = Pairings(tmp_path, AGENT_UID, APP_UID) if e2e else None
         both = DirectAndRelay(DirectServer.from_settings(hub, settings), Relay(wk, hub, timers=FAST, pairings=pairings))
         async with both:

@@ -23,9 +23,10 @@ from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import RendererError
 from lineup_plugin.runtime.mcp.server import APPS_EXTENSION
-from lineup_plugin.runtime.mcp.view import APP_MIME_TYPE, bundle, card_page, packaged_app
+from lineup_plugin.runtime.mcp.view import APP_MIME_TYPE, bundle, card_page
 from lineup_plugin.runtime.service import LineUpService
 from lineup_plugin.tools.renderers import read_module
+from lineup_plugin.transports.app_files import packaged_app
 from tests.runtime.fake_runtime import FakeRuntime
 from tests.wsapp import WsApp
 

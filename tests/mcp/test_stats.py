@@ -14,6 +14,7 @@ from lineup_plugin.errors import ConfigError, StoreBusyError
 from lineup_plugin.stats import compute, format_table, parse_since
 from lineup_plugin.store import AuditRecord, SQLiteStore, read_call_audit
 
+from ..store_helpers import audit
 from .conftest import Lineup, stdio_client
 from .test_mcp_stdio import CHOICE
 
@@ -80,8 +81,8 @@ def test_since_takes_durations_and_iso_times() -> None:
 
 def test_reads_the_store_file_and_refuses_while_it_is_held(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lineup.sqlite3")
-    store.audit("call.created", call_id="c1", detail="choice")
-    store.audit("call.completed", call_id="c1", device_id="phone")
+    audit(store, "call.created", call_id="c1", detail="choice")
+    audit(store, "call.completed", call_id="c1", device_id="phone")
     with pytest.raises(StoreBusyError, match="in use"):
         read_call_audit(tmp_path / "lineup.sqlite3")
     store.close()
@@ -181,8 +182,8 @@ async def test_the_server_answers_its_metering_to_the_token_only(tmp_path: Path)
 
     bearer = {"Authorization": f"Bearer {SERVER_TOKEN}"}
     store = SQLiteStore(tmp_path / "lineup.sqlite3")
-    store.audit("call.created", call_id="c1", detail="choice")
-    store.audit("call.completed", call_id="c1", device_id="phone")
+    audit(store, "call.created", call_id="c1", detail="choice")
+    audit(store, "call.completed", call_id="c1", device_id="phone")
     async with running(tmp_path, hub=Hub(load_registry(load_entrypoints=False), store=store)) as server:
         status, _, body = await http_get(server.port, "/api/stats")
         assert status == 401 and "missing token" in json.loads(body)["error"]

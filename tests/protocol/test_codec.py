@@ -22,6 +22,7 @@ from lineup_plugin.protocol.messages import (
     FileStored,
     History,
     MessageDelta,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -63,6 +64,11 @@ SAMPLES = [
             "conversations": [{"conversation_id": "c", "title": "Deploy", "last_seq": 2}],
         }
     ),
+    PushSubscribe.model_validate(
+        {"subscription": {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}}
+    ),
+    PushSubscribe(subscription=None),
+    DeviceWelcome(device_id="phone", agent=AGENT, push_key="BNcR-key"),
 ]
 
 

@@ -9,8 +9,8 @@ from lineup_plugin.protocol.calls import Call, CallState, parse_timestamp
 from lineup_plugin.protocol.devices import Devices
 from lineup_plugin.protocol.history import DEFAULT_RETENTION
 from lineup_plugin.protocol.live import ANSWERED_ELSEWHERE, EXPIRED, NO_APP, RESTARTED, LiveCalls, failure
-from lineup_plugin.protocol.messages import CallOutcome, ToolCall, ToolCancel
-from lineup_plugin.protocol.outputs import Audit, Outbox, SaveCall, Send
+from lineup_plugin.protocol.messages import CallOutcome, ToolAck, ToolCall, ToolCancel
+from lineup_plugin.protocol.outputs import Audit, CardShown, CardWaiting, Outbox, SaveCall, Send
 from lineup_plugin.protocol.reads import Kept
 from lineup_plugin.protocol.timeline import Timeline
 
@@ -160,3 +160,39 @@ def test_unsupported_settles_a_call_only_when_no_other_attached_device_can_handl
     assert not calls.unsupported(call, "laptop")  # said twice: still one device
     assert not calls.unsupported(call, "tablet")
     assert calls.unsupported(call, "phone")  # every device said so
+
+
+# ------------------------------------------------------------------------- Web Push (events)
+
+
+def test_a_call_that_starts_says_its_card_waits_and_every_device_showing_it_says_so() -> None:
+    _, out, calls = make("phone", "laptop")
+    call = calls.start(request(), wait=30)
+    assert out.take().events == [CardWaiting(call)]
+    calls.ack("phone", ToolAck(call_id="c1", stage="acknowledged"))  # arrived, not shown: nothing
+    calls.ack("phone", ToolAck(call_id="c1", stage="waiting_user"))
+    calls.ack("laptop", ToolAck(call_id="c1", stage="waiting_user"))  # not a new state, still a device showing it
+    calls.ack("tablet", ToolAck(call_id="other", stage="waiting_user"))  # no such live call: nothing
+    assert out.take().events == [CardShown("c1", "phone"), CardShown("c1", "laptop")]
+
+
+def test_a_known_or_failed_call_says_nothing_of_a_waiting_card() -> None:
+    _, out, calls = make()
+    calls.start(request(), wait=30)  # no device: fails no_app
+    assert out.take().events == []
+    _, out, calls = make("phone")
+    calls.start(request(), wait=30)
+    out.take()
+    calls.start(request(), wait=30)  # the same id again
+    assert out.take().events == []
+
+
+def test_with_a_device_reachable_by_push_a_call_waits_without_any_device_attached() -> None:
+    clock, out, calls = make()
+    calls.reachable_offline = True
+    call = calls.start(request(), wait=30)
+    batch = out.take()
+    assert call.state == CallState.CREATED and calls.live("c1") is call
+    assert batch.events == [CardWaiting(call)] and batch.messages == []  # nobody to send it to yet
+    clock.now = 1030.0
+    assert calls.tick() == 1 and call.state == CallState.EXPIRED

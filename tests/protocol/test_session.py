@@ -28,6 +28,7 @@ from lineup_plugin.protocol.messages import (
     Error,
     History,
     Payload,
+    PushSubscribe,
     Text,
     ToolAck,
     ToolCall,
@@ -35,6 +36,7 @@ from lineup_plugin.protocol.messages import (
     ToolList,
     ToolResult,
 )
+from lineup_plugin.protocol.outputs import PushSubscribed
 from lineup_plugin.protocol.reads import Kept, Known, Wants
 from lineup_plugin.protocol.session import (
     ANSWERED_ELSEWHERE,
@@ -1098,3 +1100,24 @@ def test_unsupported_from_every_attached_device_settles_the_call() -> None:
     assert call.state == CallState.UNSUPPORTED and [c.reason for c in cancels(batch, "laptop")] == [
         "answered on another device"
     ]
+
+
+# ------------------------------------------------------------------------------- Web Push
+
+
+def test_the_welcome_names_the_agents_push_key_and_a_subscription_is_handed_to_the_driver() -> None:
+    rig = Rig()
+    rig.session.core.push_key = "BPushKey"
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key == "BPushKey"
+
+    wanted = {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}
+    batch = rig.send("phone", PushSubscribe.model_validate({"subscription": wanted}))
+    assert batch.events == [PushSubscribed("phone", "phone", {**wanted, "expirationTime": None})]
+    assert rig.send("phone", PushSubscribe()).events == [PushSubscribed("phone", "phone", None)]
+
+
+def test_without_push_the_welcome_names_no_key() -> None:
+    rig = Rig()
+    [welcome] = payloads(rig.connect("phone"), "phone", DeviceWelcome)
+    assert isinstance(welcome, DeviceWelcome) and welcome.push_key is None

@@ -336,12 +336,12 @@ async def test_the_forwarding_socket_refuses_bad_peers_saying_why(
         ({"op": "call", "call_id": "c1", "name": "choice", "deadline": -1}, "deadline"),
         ({"op": "call", "call_id": "c1", "name": "choice", "origin": {"kind": "martian"}}, "origin"),
         ({"op": "call", "call_id": "c1", "name": "choice", "arguments": {"q": "\ud800"}}, "lone surrogate"),
-        ({"op": "status", "state": "dancing"}, "state: expected one of"),
+        ({"op": "status", "state": "dancing"}, "state: input should be 'idle'"),
         ({"op": "status", "state": "idle", "detail": 5}, "detail"),
-        ({"op": "text", "text": ""}, "text: expected a non-empty string"),
+        ({"op": "text", "text": ""}, "text: string should have at least 1 character"),
         ({"op": "shout"}, "expected a call, a status or a text"),
         ({"op": "text", "text": "hi", "conversation": {"id": ""}}, "conversation.id"),
-        ({"op": "call", "call_id": "c1", "name": "choice", "conversation": "cli"}, "conversation: expected"),
+        ({"op": "call", "call_id": "c1", "name": "choice", "conversation": "cli"}, "conversation: input should be"),
     ],
     ids=[
         "empty-id",
@@ -471,3 +471,8 @@ def test_a_serving_process_that_answers_nonsense_gives_a_clear_error_not_a_crash
                 "choice", CHOICE, call_id="c1", deadline=5, origin=None, is_interrupted=lambda: False
             )
         thread.join(10)
+
+
+def test_a_forwarding_connection_is_a_link_of_the_serving_hub() -> None:
+    link = forward.as_link(forward.ForwardLink.__new__(forward.ForwardLink))  # mypy checks it against the port
+    assert link.max_text == forward.MAX_LINE and callable(link.send) and callable(link.close)

@@ -19,9 +19,9 @@ from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import TransportError
 from lineup_plugin.protocol.messages import CallOutcome, Error, Text, ToolCancel, ToolList
+from lineup_plugin.transports.app_files import packaged_app
 from lineup_plugin.transports.direct.auth import AuthThrottle
 from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, DirectServer, Limits
-from lineup_plugin.transports.direct.static import packaged_app
 from tests.wsapp import WsApp, encode_from, hello_text, wait_until
 
 TOKEN = "direct-test-token-0123456789"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.transports.direct.static import BUNDLE_PATH, AppFiles, accepts_gzip, etag_of, packaged_app
+from lineup_plugin.transports.app_files import packaged_app
+from lineup_plugin.transports.direct.static import BUNDLE_PATH, AppFiles, accepts_gzip, etag_of
 
 from .test_direct import http_get, running
 

@@ -43,6 +43,7 @@ import socket
 import sys
 from collections import deque
 from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -354,8 +355,6 @@ def _text(text: str) -> types.TextContent:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("lineup-plugin")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree

@@ -15,7 +15,6 @@ host's card ``unsupported`` (the phone's App still loads it) and is logged.
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import re
@@ -23,6 +22,7 @@ from importlib.resources.abc import Traversable
 
 from ...errors import RendererError
 from ...tools.renderers import Renderer
+from ...transports.app_files import packaged_app
 from ...transports.direct.modules import bundle, imports_anything
 
 __all__ = ["APP_MIME_TYPE", "bundle", "card_page", "card_uri", "packaged_app", "tool_of"]
@@ -53,9 +53,6 @@ def tool_of(uri: str) -> str | None:
     return uri[len(URI_PREFIX) :] if uri.startswith(URI_PREFIX) and len(uri) > len(URI_PREFIX) else None
 
 
-def packaged_app() -> Traversable:
-    """The reference App's files (``lineup_plugin/app``)."""
-    return importlib.resources.files("lineup_plugin") / "app"
 
 
 def card_page(tool: str, *, label: str, renderer: Renderer | None = None, app: Traversable | None = None) -> str:

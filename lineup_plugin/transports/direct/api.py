@@ -39,7 +39,7 @@ from websockets.http11 import Request, Response
 from ...errors import LineUpError, TransportError
 from ...hub import Hub
 from ...stats import Meter, Stats
-from ...store import SQLiteStore
+from ...store import AuditPages
 from .auth import TOKEN_FILE, AuthThrottle, load_or_create_token, token_matches
 
 log = logging.getLogger(__name__)
@@ -167,13 +167,13 @@ class HttpApi:
             if not math.isfinite(since):
                 return problem(HTTPStatus.BAD_REQUEST, "since: expected seconds since the epoch, e.g. since=1764547200")
         store = self.hub.store
-        if not isinstance(store, SQLiteStore):
+        if not isinstance(store, AuditPages):
             message = "this agent keeps its calls in memory (store: memory); there is nothing to count"
             return problem(HTTPStatus.SERVICE_UNAVAILABLE, message)
         return json_response(HTTPStatus.OK, (await store_stats(store, since)).as_json())
 
 
-async def store_stats(store: SQLiteStore, since: float | None) -> Stats:
+async def store_stats(store: AuditPages, since: float | None) -> Stats:
     """The metering of the store this process holds, on the hub's loop: the audit log is read and
     counted a page at a time, and the Apps are served between pages."""
     meter = Meter(since=since)
@@ -185,12 +185,16 @@ async def store_stats(store: SQLiteStore, since: float | None) -> Stats:
     return meter.stats()
 
 
-def request_stats(host: str, port: int, token: str | None, data_dir: Path, *, since: float | None = None) -> Any:
+def request_stats(
+    host: str, port: int, token: str | None, data_dir: Path, *, since: float | None = None, tls: bool = False
+) -> Any:
     """Ask the direct server on ``host:port`` for its metering (``GET /api/stats``), as JSON data.
 
     How ``lineup stats`` counts while a server holds the store. The token is ``token`` or the one
     in ``<data_dir>/token`` (never created here). A server listening on every interface is asked
-    on the loopback address. Raises TransportError saying why it could not be asked.
+    on the loopback address; with ``tls`` over HTTPS, without checking the certificate (it is for
+    the server's public name, not the loopback address). Raises TransportError saying why it could
+    not be asked.
     """
     import httpx
 
@@ -198,10 +202,11 @@ def request_stats(host: str, port: int, token: str | None, data_dir: Path, *, si
         raise TransportError(f"no token in {data_dir / TOKEN_FILE}: the serving process has no direct server")
     token = load_or_create_token(token, data_dir)
     address = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    url = f"http://{f'[{address}]' if ':' in address else address}:{port}/api/stats"
+    url = f"{'https' if tls else 'http'}://{f'[{address}]' if ':' in address else address}:{port}/api/stats"
     params = {"since": repr(since)} if since is not None else {}
     try:
-        with httpx.Client(trust_env=False, timeout=10.0) as client:  # never through a proxy: the token goes along
+        # never through a proxy: the token goes along
+        with httpx.Client(trust_env=False, timeout=10.0, verify=not tls) as client:
             answer = client.get(url, params=params, headers={"Authorization": f"Bearer {token}"})
     except httpx.HTTPError as exc:
         raise TransportError(f"cannot ask the server at {url}: {exc}") from exc

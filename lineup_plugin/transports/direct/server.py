@@ -65,6 +65,7 @@ from ...errors import TransportError
 from ...hub import Hub
 from ...media import INLINE_TYPES
 from ...protocol.messages import DeviceHello, Error
+from ..app_files import packaged_app
 from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
@@ -77,7 +78,8 @@ from .auth import (
     printable,
     token_matches,
 )
-from .static import AppFiles, packaged_app
+from .static import AppFiles
+from .tls import certificate_names, server_context
 
 if TYPE_CHECKING:
     from ...config.settings import Settings
@@ -246,6 +248,9 @@ class DirectOptions:
     max_connections: int
     max_queue: int
     heartbeat: float
+    #: HTTPS/wss: a PEM certificate chain and its key (None: plain HTTP)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DirectOptions:
@@ -261,6 +266,8 @@ class DirectOptions:
             max_connections=settings.max_connections,
             max_queue=settings.max_queue,
             heartbeat=settings.heartbeat,
+            tls_cert=settings.tls_cert,
+            tls_key=settings.tls_key,
         )
 
 
@@ -300,6 +307,8 @@ class DirectServer:
         self._ending: dict[ServerConnection, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
         self._allowed_hosts = local_names() | {h.lower() for h in options.allowed_hosts}
+        #: the names the TLS certificate is for (the first goes in links)
+        self._tls_names: list[str] = []
         self.api = HttpApi(hub, lambda: self.token, self.throttle)
 
     @classmethod
@@ -310,14 +319,26 @@ class DirectServer:
     # -------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Load or create the token, then listen. Raises TransportError if the port cannot be bound."""
+        """Load or create the token, then listen (over TLS with ``tls_cert``/``tls_key``).
+
+        Raises TransportError if the port cannot be bound, ConfigError if the certificate cannot be used.
+        """
         if self._server is not None:
             return
         self._token = load_or_create_token(self.options.token, self.options.data_dir)
         self.hub.add_secret(self._token)  # a generated token is redacted from the audit log too
         if self.hub.media is not None:
             self.hub.media.use_secret(self._token)  # the keys of download links
+        if self.hub.push is not None:  # a device keeps its push subscription while the token stays the same
+            from ...push.service import token_credential
+
+            self.hub.push.vouch("direct", lambda device_id: token_credential(self.token))
         self._stopping.clear()
+        tls = None
+        if self.options.tls_cert is not None and self.options.tls_key is not None:
+            tls = server_context(self.options.tls_cert, self.options.tls_key)
+            self._tls_names = certificate_names(self.options.tls_cert)
+            self._allowed_hosts |= set(self._tls_names)
         try:
             self._server = await serve(
                 self._handle,
@@ -329,6 +350,7 @@ class DirectServer:
                 ping_interval=self.options.heartbeat,
                 ping_timeout=self.options.heartbeat,
                 close_timeout=self.limits.close_timeout,
+                ssl=tls,
             )
         except OSError as exc:
             where = f"{self.options.host}:{self.options.port}"
@@ -381,21 +403,27 @@ class DirectServer:
 
     @property
     def host(self) -> str:
-        """The host name to put in links: the LAN address when listening on every interface."""
+        """The host name to put in links; when listening on every interface, the certificate's name
+        with TLS, else the LAN address."""
         host = self.options.host
         if host in ("", "0.0.0.0", "::"):
-            host = lan_address()
+            host = self._tls_names[0] if self._tls_names else lan_address()
         return f"[{host}]" if ":" in host else host
 
     @property
+    def secure(self) -> bool:
+        """Whether the server speaks TLS (``tls_cert`` and ``tls_key`` are set)."""
+        return self.options.tls_cert is not None
+
+    @property
     def url(self) -> str:
-        """The App's address, ``http://<host>:<port>/``."""
-        return f"http://{self.host}:{self.port}/"
+        """The App's address, ``http://<host>:<port>/`` (``https://`` with TLS)."""
+        return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}/"
 
     @property
     def ws_url(self) -> str:
-        """The WebSocket endpoint, ``ws://<host>:<port>/ws``."""
-        return f"ws://{self.host}:{self.port}{WS_PATH}"
+        """The WebSocket endpoint, ``ws://<host>:<port>/ws`` (``wss://`` with TLS)."""
+        return f"{'wss' if self.secure else 'ws'}://{self.host}:{self.port}{WS_PATH}"
 
     @property
     def connect_link(self) -> str:

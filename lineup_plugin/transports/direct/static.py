@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.resources
 import logging
 import re
 from collections import OrderedDict
@@ -78,9 +77,16 @@ CONTENT_TYPES: dict[str, str] = {
 }
 
 
-def packaged_app() -> Traversable:
-    """The reference App shipped inside the package (``lineup_plugin/app``)."""
-    return importlib.resources.files("lineup_plugin") / "app"
+#: the App's Content-Security-Policy (index.html states it in a meta tag). A service worker does not
+#: take its page's policy: ``sw.js`` is served with this one as a header, so it runs under the same rules
+APP_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'"
+)
+#: headers of particular App files, beside the content type
+FILE_HEADERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sw.js": (("Content-Security-Policy", APP_POLICY),),
+}
 
 
 def content_type(name: str) -> str:
@@ -167,7 +173,8 @@ class AppFiles:
             return response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", NO_CACHE)
         version = parse_qs(urlsplit(request.path).query).get("v", [""])[-1]
         caching = IMMUTABLE if version == asset.etag else NO_CACHE
-        validators = (("ETag", f'W/"{asset.etag}"'), caching, ("Vary", "Accept-Encoding"))
+        own = FILE_HEADERS.get(PurePosixPath(unquote(urlsplit(request.path).path)).name, ())
+        validators = (("ETag", f'W/"{asset.etag}"'), caching, ("Vary", "Accept-Encoding"), *own)
         if _matches(request.headers.get("If-None-Match", ""), asset.etag):
             unchanged = response(HTTPStatus.NOT_MODIFIED, b"", asset.content_type, *validators)
             del unchanged.headers["Content-Length"]

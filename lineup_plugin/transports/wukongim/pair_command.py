@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -21,6 +22,8 @@ import httpx
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.errors import ConfigError
 
+from ..app_files import packaged_app
+from .e2e import b64url
 from .pairing import Pairings
 from .relay import APP_DEVICE_FLAG, WuKongIMApi
 
@@ -63,8 +66,6 @@ async def _with_api(wk: WuKongIMSettings) -> tuple[httpx.AsyncClient, WuKongIMAp
 
 async def pair_link(settings: Settings, app_url: str) -> str:
     """Pair a new device and return ``app_url`` with the pairing in its fragment (``#pair=...``)."""
-    from .e2e import b64url
-
     if not app_url.startswith(("https://", "http://")):
         raise ConfigError(f"--link: expected the address of the exported App (https://...), not {app_url!r}")
     wk = _relay_settings(settings)
@@ -76,8 +77,6 @@ async def pair_link(settings: Settings, app_url: str) -> str:
             await api.set_token(wk.app_uid, state.app_token, APP_DEVICE_FLAG)
         ws = wk.app_ws_url or wk.ws_url or await api.route(wk.app_uid, secure=app_url.startswith("https:"))
     offer: dict[str, Any] = {**pairings.offer(state, device, ws, wk.content_type), "secret": secret}
-    import json
-
     fragment = b64url(json.dumps(offer, separators=(",", ":")).encode())
     return f"{app_url.split('#', 1)[0]}#pair={fragment}"
 
@@ -102,8 +101,6 @@ async def revoke(settings: Settings) -> str:
 
 def export_app(target: Path, source: Traversable | None = None) -> int:
     """Copy the App's static files into ``target`` (created; must be empty or absent); how many files."""
-    from ..direct.static import packaged_app
-
     root = source if source is not None else packaged_app()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigError(f"{target} exists and is not an empty directory")

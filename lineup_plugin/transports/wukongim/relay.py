@@ -312,8 +312,20 @@ class Relay:
         self._task: asyncio.Task[None] | None = None
         self.client = WuKongIMClient(self.options, self._address, self._on_message, on_state=self._on_state)
 
+    def credential(self, device_id: str) -> str | None:
+        """What admits ``device_id`` now (Web Push keeps a subscription while it stays the same): a
+        paired device's pairing (None once it is revoked), the App user's uid for the plain link."""
+        prefix = f"wukongim:{self.settings.app_uid}"
+        if device_id == prefix:
+            return prefix
+        pairing_id = device_id.removeprefix(prefix + "/")
+        paired = pairing_id != device_id and self.pairings is not None and self.pairings.channel(pairing_id) is not None
+        return f"pairing:{pairing_id}" if paired else None
+
     async def run(self) -> None:
         """Stay connected until :meth:`close`; raises RelayAuthError if the login is refused."""
+        if self.hub.push is not None:
+            self.hub.push.vouch("relay", self.credential)
         sender = asyncio.create_task(self._send_queued(), name="lineup-relay-sender")
         try:
             await self.client.run()
