@@ -176,7 +176,11 @@ class AgentSide:
         prepared = prepare_call(
             self.registry, name, arguments, call_id=call_id or codec.new_id("call"), action=action, origin=origin
         )
-        if isinstance(prepared, ToolResult):
+        if isinstance(prepared, ToolResult):  # refused before it was made: metered all the same
+            shown = name.encode("utf-8", "replace").decode("utf-8")[:200]  # any name, even a lone surrogate
+            self._audit("call.created", None, shown, prepared.call_id)
+            self._audit("call.failed", None, "invalid_arguments", prepared.call_id)
+            self._flush()
             return prepared
         tool, request = prepared
         if tool.in_process:

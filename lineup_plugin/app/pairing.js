@@ -53,14 +53,16 @@ export function pairingFragment(pairing) {
 
 /**
  * Pair over the direct connection to `host` with `token`. Resolves to the stored pairing, or null
- * when the agent runs no relay (404). Keeps an existing pairing with the same agent key. Asks
- * first without a key, so an agent without a relay costs one small request and the relay library
- * (vendor/relay.js, needed for the key) is fetched only when there is a relay to pair for.
+ * when the agent runs no relay ({"relay": false}; 404 from an older agent). Keeps an existing
+ * pairing with the same agent key. Asks first without a key, so an agent without a relay costs one
+ * small request and the relay library (vendor/relay.js, needed for the key) is fetched only when
+ * there is a relay to pair for.
  */
 export async function pairOverDirect(host, token) {
   const url = socketUrl(host).replace(/^ws/, "http").replace(/\/ws$/, "/api/pair");
   const probe = await fetch(url, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
   if (probe.status === 404) return null;
+  if (probe.ok && (await probe.json().catch(() => ({}))).relay === false) return null;
   const keys = await newKeyPair();
   const response = await fetch(url, {
     headers: { Authorization: `Bearer ${token}`, "X-LineUp-Key": keys.public },

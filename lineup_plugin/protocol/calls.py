@@ -106,6 +106,10 @@ class Call:
         self._enter(state, now)
         return True
 
+    def passed(self, state: CallState) -> bool:
+        """Whether the call already went beyond live ``state`` (a later live state, or its end)."""
+        return self.done or _LIVE_ORDER.index(state) < _LIVE_ORDER.index(self.state)
+
     def finish(self, result: ToolResult, *, now: float | None = None) -> bool:
         """Apply a terminal result; returns False (and changes nothing) if the call already ended.
 

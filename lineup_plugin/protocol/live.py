@@ -268,9 +268,13 @@ class LiveCalls(Generic[L]):
         return sum(self.end(call_id, "cancelled", reason) for call_id in list(self._live))
 
     def ack(self, device_id: str, ack: ToolAck) -> None:
-        """A device says how far it got with a live call."""
+        """A device says how far it got with a live call. An ack behind the call (another device
+        took it further, or this one's acks crossed) is old news: ignored, never an error."""
         item = self._live.get(ack.call_id)
-        if item is not None and item.advance(CallState(ack.stage), now=self.out.clock()):
+        stage = CallState(ack.stage)
+        if item is None or item.passed(stage):
+            return
+        if item.advance(stage, now=self.out.clock()):
             self.out.save(item)
             self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
         if item is not None and ack.stage == "waiting_user":  # every device that shows it, not only the first

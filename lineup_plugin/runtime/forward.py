@@ -298,6 +298,9 @@ class ForwardServer:
             self.open_calls.pop(call_id, None)
             if not waiting.done():
                 waiting.cancel()
+            # handed over while this connection was being closed: its end is read here, or asyncio
+            # would log "Task exception was never retrieved" for a hand-over that went as it should
+            waiting.add_done_callback(_read_end)
         if result is not None:
             link.put(ResultLine(result=result))
             await link.writer.drain()
@@ -382,6 +385,12 @@ def conversation_ref(conversation: Conversation | None) -> ConversationRef | Non
     if conversation is None:
         return None
     return ConversationRef.model_construct(id=conversation.id, title=conversation.title)
+
+
+def _read_end(task: asyncio.Future[Any]) -> None:
+    """Mark the end of a forwarded call's task as seen (a hand-over, a cancel: nobody waits for it)."""
+    if not task.cancelled():
+        task.exception()
 
 
 # ---------------------------------------------------------------------------- the forwarder

@@ -11,9 +11,11 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from playwright.async_api import Browser, Locator, Page, expect
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, MessageDelta, Text, ToolCall, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.runtime.base import Conversation
-from tests.fakes.llm import Gate, call, last_user_text, say, stream, tool_messages, tool_names
+from tests.fakes.llm import Gate, Turn, call, last_user_text, say, stream, tool_messages, tool_names
 from tests.wsapp import WsApp
 
 from .browser import PHONE
@@ -158,6 +160,35 @@ async def test_choice_answered_on_the_app_reaches_the_model_as_a_structured_resu
     assert answer["json"]["status"] == "completed"
     assert answer["json"]["result"] == {"selected": "staging", "index": 1}
     assert not hermes.llm.errors
+
+
+@bounded
+async def test_a_delegate_task_subagents_card_says_subagent(hermes: Hermes) -> None:
+    goal = "Ask the user where to deploy"
+    child_done = threading.Event()
+
+    def turn(body: dict[str, Any]) -> Turn:
+        """The parent and its subagent run at once (a top-level delegation runs in the background):
+        each request is answered by whose it is."""
+        if goal not in last_user_text(body):
+            return say("I asked a subagent.")  # the parent
+        if not tool_messages(body):
+            return call("choice", **DEPLOY)
+        child_done.set()
+        return say("The user chose staging.")
+
+    hermes.llm.reset(call("delegate_task", goal=goal), *[turn] * 6)
+    app = await WsApp.connect(hermes.server)
+    try:
+        run = run_in_thread(hermes.agent("lineup", "delegation"), "deploy the app")
+        card = await app.next_call()
+        await app.answer(card, selected="staging", index=1)
+        await result_of(run)
+        assert await anyio.to_thread.run_sync(child_done.wait, 60)  # the subagent ended too
+    finally:
+        await app.close()
+    assert card.origin is not None and card.origin.kind == "subagent", card.origin
+    assert re.fullmatch(r"\d+-[0-9a-f]{8}", card.origin.label or ""), card.origin
 
 
 @bounded
@@ -447,6 +478,30 @@ class TestGateway:
         assert final.text.startswith("".join(piece.text for piece in pieces))  # the last piece may come with it
         assert final.text == "Deploying to staging now, done."
         assert not final.interrupted
+
+    @bounded
+    async def test_each_final_reply_reaches_the_app_once(self, hermes: Hermes, gateway: Gateway) -> None:
+        hermes.llm.reset(stream("The first ", "answer."), stream("The second ", "answer."))
+        app = await WsApp.connect(gateway.server)
+        texts: list[Text] = []
+
+        async def texts_until(wanted: str) -> None:
+            while not texts or texts[-1].text != wanted:
+                message = (await app.next("text")).payload
+                assert isinstance(message, Text)
+                texts.append(message)
+
+        try:
+            await app.send(Text(text="one"))
+            await texts_until("The first answer.")
+            await anyio.to_thread.run_sync(gateway.settle)  # the first turn is over
+            await app.send(Text(text="two"))  # a second turn: whatever the first sent twice came before its reply
+            await texts_until("The second answer.")
+        finally:
+            await app.close()
+        first = [text for text in texts if text.text == "The first answer."]
+        assert len(first) == 1, [(text.message_id, text.text) for text in texts]
+        assert len({text.message_id for text in texts}) == len(texts)  # no message id settled twice
 
     @bounded
     async def test_a_reply_stopped_half_written_is_settled_as_interrupted(

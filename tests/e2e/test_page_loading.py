@@ -33,6 +33,25 @@ async def test_direct_mode_loads_one_compressed_script_and_never_the_relay_libra
     assert len(paths) <= 6, paths  # the page, its style, script and icon, and two API requests
 
 
+async def test_a_page_load_without_a_relay_logs_no_console_error(agent: Agent, open_app: OpenApp) -> None:
+    from playwright.async_api import expect
+
+    page = await open_app(connected=False, url="about:blank")
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(f"{message.text} {message.location}"))
+    async with page.expect_response(lambda response: "/api/pair" in response.url) as probe:
+        await page.goto(agent.link)
+    await expect(page.locator("#link")).to_have_text("Connected")
+    answer = await probe.value
+    assert (answer.status, await answer.json()) == (200, {"relay": False})
+    call = agent.call("confirm", {"message": "Deploy?"})  # a round trip: the probe's answer was handled
+    await page.get_by_role("button", name="Approve").click()
+    assert (await call).status == "completed"
+    assert errors == []
+    paths = await page.evaluate("performance.getEntriesByType('resource').map((entry) => entry.name)")
+    assert not any("vendor/relay.js" in path for path in paths)  # no relay: its library is never fetched
+
+
 async def test_a_reload_revalidates_the_page_alone(agent: Agent, open_app: OpenApp) -> None:
     from playwright.async_api import expect
 

@@ -91,6 +91,16 @@ def stdio_client(lineup: Lineup, *, mode: str = "legacy", **options: Any) -> Cli
 @asynccontextmanager
 async def http_server(lineup: Lineup, address: str = "127.0.0.1:0") -> AsyncIterator[str]:
     """``lineup mcp --http <address>`` as a child; yields its MCP URL once it listens."""
+    async with http_child(lineup, address) as (_, url):
+        yield url
+
+
+@asynccontextmanager
+async def http_child(
+    lineup: Lineup, address: str = "127.0.0.1:0"
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``lineup mcp --http <address>`` as a child; yields it and its MCP URL once it listens
+    (the rest of its stderr is left to read); terminated at the end if still running."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -112,7 +122,7 @@ async def http_server(lineup: Lineup, address: str = "127.0.0.1:0") -> AsyncIter
             assert line, "lineup mcp --http exited before it listened"
             if "MCP over streamable HTTP at " in line:
                 url = line.rsplit(" ", 1)[1].strip()
-        yield url
+        yield child, url
     finally:
         if child.returncode is None:
             child.terminate()

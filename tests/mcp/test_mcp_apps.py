@@ -8,13 +8,16 @@ The page itself is driven in Chromium inside a host page in ``tests/e2e/test_mcp
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from mcp import types
 from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
@@ -54,13 +57,40 @@ async def test_every_tool_links_its_card_page_and_only_apps_hosts_see_the_pages_
         assert capabilities is not None and APPS_EXTENSION in (capabilities.extensions or {})
     assert {"choice", "confirm", "input", "calculator", "canvas"} <= set(plain)
     for name, tool in plain.items():
-        assert tool.meta == {"ui": {"resourceUri": f"ui://lineup/card/{name}"}}
+        uri = f"ui://lineup/card/{name}"
+        assert tool.meta == {"ui": {"resourceUri": uri}, "ui/resourceUri": uri}  # the flat key of earlier drafts too
     assert (
         "lineup_card" not in plain and "lineup_answer" not in plain
     )  # a host without MCP Apps shows its model every tool
     assert set(listed) - set(plain) == {"lineup_card", "lineup_answer"}
     for name in ("lineup_card", "lineup_answer"):
         assert listed[name].meta == {"ui": {"visibility": ["app"]}}
+
+
+@pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
+async def test_the_apps_extension_is_advertised_in_every_handshake_era(lineup: Lineup, version: str) -> None:
+    """Read off the wire: the official client's model of a handshake-era answer drops ``extensions``."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lineup_plugin.cli",
+        "mcp",
+        env=lineup.env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    child.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode())
+    child.stdin.write(b"\n")
+    await child.stdin.drain()
+    answer = json.loads(await asyncio.wait_for(child.stdout.readline(), 60))
+    child.stdin.close()
+    await asyncio.wait_for(child.wait(), 60)
+    assert answer["result"]["protocolVersion"] == version
+    assert answer["result"]["capabilities"]["extensions"] == {APPS_EXTENSION: {}}
+    assert answer["result"]["capabilities"]["tools"] == {"listChanged": True}
 
 
 async def test_the_card_page_is_one_self_contained_mcp_app_document(lineup: Lineup) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import httpx
 import pytest
@@ -10,7 +11,7 @@ from mcp import Client
 
 from lineup_plugin.protocol.messages import ToolList
 
-from .conftest import Lineup, http_server, until
+from .conftest import Lineup, http_child, http_server, until
 from .test_mcp_stdio import CHOICE, TORCH, body
 
 
@@ -40,6 +41,16 @@ async def test_cancelling_the_request_cancels_the_card_on_the_app(lineup: Lineup
         await app.close()
     assert cancel.call_id == call.call_id  # type: ignore[union-attr]
     assert cancel.reason == "the agent was interrupted"  # type: ignore[union-attr]
+
+
+async def test_sigterm_ends_lineup_mcp_http_cleanly_without_a_traceback(lineup: Lineup) -> None:
+    async with http_child(lineup) as (child, url), Client(url, mode="legacy") as client:  # type: ignore[arg-type]
+        assert "choice" in {tool.name for tool in (await client.list_tools()).tools}
+        child.send_signal(signal.SIGTERM)  # with a client connected
+        assert child.stderr is not None
+        said = (await asyncio.wait_for(child.stderr.read(), 60)).decode()
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+    assert "Traceback" not in said and "ERROR" not in said and "CancelledError" not in said, said
 
 
 async def test_no_app_connected_fails_clearly(lineup: Lineup) -> None:

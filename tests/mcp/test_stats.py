@@ -109,6 +109,21 @@ async def test_stats_of_a_choice_answered_through_lineup_mcp(
     assert data["devices"]["phone"]["delivered"] == 1
 
 
+async def test_calls_refused_for_bad_arguments_are_counted_by_lineup_stats(
+    lineup: Lineup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with stdio_client(lineup) as client:
+        refused = await client.call_tool("choice", {"question": "Where?", "options": "staging"})
+        hostile = await client.call_tool("choice", {"options": ["a", "b"], "question": {"deep": [[[[1]]]]}})
+    for result in (refused, hostile):
+        assert result.is_error and json.loads(result.content[0].text)["result"]["error"] == "invalid_arguments"
+    assert main(["stats", "--json", "--data-dir", lineup.env["LINEUP_DATA_DIR"], "--since", "1h"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["calls"] == 2
+    choice = data["tools"]["choice"]
+    assert choice["statuses"]["failed"]["count"] == 2 and choice["error_rate"] == 1.0
+
+
 def test_stats_while_a_process_serves_says_who(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from lineup_plugin.runtime.lock import ServerLock
 

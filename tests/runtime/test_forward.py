@@ -9,7 +9,9 @@ real SQLite file shared through the data directory.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import os
 import signal
 import socket
@@ -198,6 +200,23 @@ async def test_when_the_serving_process_stops_a_waiting_process_takes_over_and_t
     result = await asking.result()
     assert (result.status, result.result.get("selected"), result.call_id) == ("completed", "no", call.call_id), result
     await app.close()
+
+
+async def test_a_clean_hand_over_logs_no_error(
+    services: tuple[LineUpService, LineUpService], port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway, chat = services
+    caplog.set_level(logging.WARNING)
+    app, asking, call = await asked(chat, port)
+    await asyncio.to_thread(gateway.stop)
+    gc.collect()  # a task whose exception nobody read says so when it is collected
+    app = await connect(port, open_calls=[call.call_id])
+    await app.answer(await app.next_call(), selected="yes", index=0)
+    assert (await asking.result()).status == "completed"
+    await app.close()
+    gc.collect()
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert errors == [], [record.getMessage() for record in errors]
 
 
 async def test_when_the_serving_process_is_killed_a_waiting_process_takes_over_from_the_store(

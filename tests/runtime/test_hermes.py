@@ -555,8 +555,28 @@ def test_a_cron_jobs_or_subagents_call_names_its_session_kind() -> None:
     from lineup_plugin.runtime.hermes.common import hermes_origin
 
     assert hermes_origin("cron_nightly_20261130_230000", "") == Origin(kind="cron", label="nightly")
+    # Hermes 0.19 names a delegate_task child's task sa-<index>-<hex8>; subagent-... before
+    assert hermes_origin("20261130_x", "sa-0-5f3e9a1c") == Origin(kind="subagent", label="0-5f3e9a1c")
     assert hermes_origin("20261130_x", "subagent-2-ab12cd34") == Origin(kind="subagent", label="2-ab12cd34")
     assert hermes_origin("20261130_x", "task-1") is None  # the process's own kind then
+    assert hermes_origin("20261130_x", "sa-x") is None
+
+
+@pytest.mark.hermes
+def test_a_cron_jobs_card_is_labelled_with_the_jobs_name_from_hermes_job_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("cron.jobs", reason="needs hermes-agent installed")
+    from cron.jobs import create_job
+
+    from lineup_plugin.runtime.hermes.common import hermes_origin
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    job = create_job("Summarise the day's deploys", "every 1d", name="Nightly deploy report")
+    assert job["id"] != "Nightly deploy report"
+    session_id = f"cron_{job['id']}_20261130_230000"  # as Hermes' scheduler names the job's session
+    assert hermes_origin(session_id, "") == Origin(kind="cron", label="Nightly deploy report")
+    assert hermes_origin("cron_gone0000_20261130_230000", "") == Origin(kind="cron", label="gone0000")
 
 
 # ------------------------------------------------------------------ approval choices (no Hermes needed)

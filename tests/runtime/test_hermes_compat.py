@@ -46,6 +46,10 @@ RELIES_ON: dict[str, list[str]] = {
     "cli_session_id": ["cli:HermesCLI.self.session_id"],
     "config_path": ["hermes_cli.config:get_config_path"],
     "config_problem": ["hermes_cli.config:get_config_path", "hermes_cli.config:fast_safe_load"],
+    "cron_job_name": [
+        "cron.jobs:get_job",
+        "cron.scheduler::_cron_session_id = f\"cron_{job_id}_{_hermes_now().strftime('%Y%m%d_%H%M%S')}\"",
+    ],
     "cli_of": ["hermes_cli.plugins:PluginContext.self._manager", "hermes_cli.plugins:PluginManager()._cli_ref"],
     "forget_plugin_tool": [
         "tools.registry:registry.deregister",
@@ -97,7 +101,7 @@ RELIES_ON: dict[str, list[str]] = {
     "slash_commands_loaded": ["hermes_cli.commands:resolve_command"],
     "stream_by_default": [
         "gateway.display_config:_PLATFORM_DEFAULTS",
-        'gateway.display_config::plat_defaults.get(setting)',
+        "gateway.display_config::plat_defaults.get(setting)",
         "gateway.run::_plat_streaming is None",
     ],
     "stream_cursor": [
@@ -110,6 +114,7 @@ RELIES_ON: dict[str, list[str]] = {
         "hermes_cli.plugins:PluginManager()._plugin_commands",
         "hermes_cli.plugins:PluginContext.self.manifest",
     ],
+    "subagent_of": ['tools.delegate_tool::subagent_id = f"sa-{task_index}-{_uuid.uuid4().hex[:8]}"'],
     "takes_messages": ["gateway.platforms.base:BasePlatformAdapter.self._message_handler"],
     "touch_activity": ["tools.environments.base:touch_activity_if_due"],
 }

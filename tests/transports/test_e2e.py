@@ -316,6 +316,8 @@ async def test_transport_for_mode_both_runs_direct_and_relay_and_pairs_over_http
             missing = await http.get(url, headers={"X-LineUp-Key": key})
             bad_key = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}", "X-LineUp-Key": "x"})
             good = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}", "X-LineUp-Key": key})
+            probe = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert (probe.status_code, probe.json()) == (200, {"relay": True})
     assert (wrong.status_code, missing.status_code, wrong.json()) == (401, 401, {"error": "wrong token"})
     assert bad_key.status_code == 400 and "App key" in bad_key.json()["error"]
     assert good.status_code == 200 and good.headers["cache-control"] == "no-store"
@@ -325,12 +327,18 @@ async def test_transport_for_mode_both_runs_direct_and_relay_and_pairs_over_http
     assert state is not None and state.devices[offer["id"]].app_key == key
 
 
-async def test_pair_is_not_found_without_a_relay(tmp_path: Path) -> None:
+async def test_the_apps_pair_probe_hears_no_relay_with_200_and_a_pair_request_404(tmp_path: Path) -> None:
     settings = Settings(host="127.0.0.1", port=0, token=TOKEN, data_dir=tmp_path, store="memory")
+    key = b64url(X25519PrivateKey.generate().public_key().public_bytes_raw())
     async with DirectServer.from_settings(make_hub(), settings) as server, httpx.AsyncClient() as http:
         url = f"http://127.0.0.1:{server.port}/api/pair"
-        response = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
-    assert response.status_code == 404
+        probe = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
+        pair = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}", "X-LineUp-Key": key})
+        stranger = await http.get(url)
+    # the probe (every page load) is never an error status: a browser logs those in its console
+    assert (probe.status_code, probe.json(), probe.headers["cache-control"]) == (200, {"relay": False}, "no-cache")
+    assert pair.status_code == 404 and "no relay to pair for" in pair.json()["error"]
+    assert stranger.status_code == 401
 
 
 # -- the lineup pair command ---------------------------------------------------------------------

@@ -76,15 +76,18 @@ def process_role() -> str:
 
 
 def hermes_origin(session_id: str, task_id: str) -> Origin | None:
-    """A Hermes tool call's session as the App names it: a ``delegate_task`` subagent (task id
-    ``subagent-…``), a cron job (session ``cron_<job>_<time>``), else None (the process's kind)."""
+    """A Hermes tool call's session as the App names it: a ``delegate_task`` subagent (by its
+    task id, :func:`compat.subagent_of`), a cron job (session ``cron_<job id>_<date>_<time>``,
+    labelled with the job's name, else its id), else None (the process's kind)."""
     from ...protocol.messages import Origin  # at run time: off the start path
 
-    if task_id.startswith("subagent-"):
-        return Origin(kind="subagent", label=task_id.removeprefix("subagent-")[:120] or None)
+    subagent = compat.subagent_of(task_id)
+    if subagent is not None:
+        return Origin(kind="subagent", label=subagent)
     if session_id.startswith("cron_"):
         job = session_id.removeprefix("cron_").rsplit("_", 2)[0]
-        return Origin(kind="cron", label=job[:120] or None)
+        name = compat.cron_job_name(job) if job else None
+        return Origin(kind="cron", label=(name or job)[:120] or None)
     return None
 
 

@@ -14,6 +14,7 @@ Hermes process and must stay cheap.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -29,6 +30,7 @@ __all__ = [
     "cli_session_id",
     "config_path",
     "config_problem",
+    "cron_job_name",
     "forget_plugin_tool",
     "gateway_agents",
     "in_gateway_process",
@@ -49,6 +51,7 @@ __all__ = [
     "store_plugin_command",
     "stream_by_default",
     "stream_cursor",
+    "subagent_of",
     "takes_messages",
     "touch_activity",
 ]
@@ -156,6 +159,30 @@ def session_chat() -> tuple[str, str]:
     from gateway.session_context import get_session_env
 
     return get_session_env("HERMES_SESSION_PLATFORM", ""), get_session_env("HERMES_SESSION_CHAT_ID", "")
+
+
+#: a ``delegate_task`` subagent's task id (``tools.delegate_tool``): ``sa-<index>-<hex8>`` since
+#: Hermes 0.19, ``subagent-<index>-<hex8>`` before (and still its fallback)
+_SUBAGENT_TASK = re.compile(r"(?:sa|subagent)-(\d+-[0-9a-f]{8})")
+
+
+def subagent_of(task_id: str) -> str | None:
+    """The subagent (``<index>-<hex8>``) whose tool call has Hermes task id ``task_id``, or None."""
+    match = _SUBAGENT_TASK.fullmatch(task_id)
+    return match[1] if match else None
+
+
+def cron_job_name(job_id: str) -> str | None:
+    """The name of Hermes' cron job ``job_id`` (``cron.jobs.get_job``, which reads the profile's
+    ``cron/jobs.json``), or None when it has none or cannot be read."""
+    try:
+        from cron.jobs import get_job
+
+        job = get_job(job_id)
+    except Exception:  # a damaged jobs file, Hermes internals moved: the id will do
+        return None
+    name = job.get("name") if isinstance(job, Mapping) else None
+    return (str(name).strip() or None) if name else None
 
 
 # ------------------------------------------------------------------------- plugin context

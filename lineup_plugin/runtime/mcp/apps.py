@@ -1,9 +1,10 @@
 """MCP Apps (SEP-1865): the card of a waiting LineUp call, shown inline by the MCP host too.
 
-Every LineUp tool links its card page (``_meta.ui.resourceUri`` = ``ui://lineup/card/<tool>``,
-read with ``resources/read``: :mod:`.view`). A host that renders MCP Apps shows it while the
-``tools/call`` waits; the page asks, through the host, two tools only such a host sees
-(``_meta.ui.visibility: ["app"]``, listed only to clients that negotiated the
+Every LineUp tool links its card page (``_meta.ui.resourceUri`` = ``ui://lineup/card/<tool>``, and
+the earlier drafts' flat ``_meta["ui/resourceUri"]``; read with ``resources/read``: :mod:`.view`).
+A host that renders MCP Apps shows it while the ``tools/call`` waits; the page asks, through the
+host, two tools only such a host sees (``_meta.ui.visibility: ["app"]``, listed only to clients
+that negotiated the
 ``io.modelcontextprotocol/ui`` extension):
 
 - ``lineup_card {tool, arguments, request_id?}``: which LineUp call the page stands for.

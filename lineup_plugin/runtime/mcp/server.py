@@ -19,7 +19,8 @@ JSON Schemas are LineUp's, not derived from Python signatures):
 - tool list changes (an App connects with its own tools, or leaves) are announced: with
   ``notifications/tools/list_changed`` on handshake-era connections, and on
   ``subscriptions/listen`` streams on 2026-07-28 ones;
-- MCP Apps (SEP-1865): every tool links its card page (``_meta.ui.resourceUri``), a
+- MCP Apps (SEP-1865), advertised in every protocol era: every tool links its card page
+  (``_meta.ui.resourceUri``), a
   ``text/html;profile=mcp-app`` resource (``resources/list``, ``resources/read``) that a host
   shows inline; the page finds and answers its call through two tools listed only to such hosts
   (:mod:`.apps`, :mod:`.view`). Other clients see the same tools and results as before.
@@ -37,9 +38,11 @@ import contextlib
 import ipaddress
 import json
 import logging
+import signal
 import socket
 import sys
 from collections import deque
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -48,6 +51,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
+import uvicorn
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
@@ -74,6 +78,8 @@ INSTRUCTIONS = (
 MAX_SESSIONS = 256
 #: how many calls may wait for the App at once (each waits on a worker thread); more queue for a thread
 MAX_WAITING_CALLS = 256
+#: seconds ``lineup mcp --http`` waits for open requests (a call waiting for the App) once told to stop
+GRACEFUL_SHUTDOWN = 5
 #: the MCP Apps extension (SEP-1865) as negotiated in the capabilities
 APPS_EXTENSION = "io.modelcontextprotocol/ui"
 
@@ -112,6 +118,27 @@ def supports_apps(ctx: ServerRequestContext[Any, Any]) -> bool:
     settings = (capabilities.extensions or {}).get(APPS_EXTENSION) if capabilities is not None else None
     mime_types = settings.get("mimeTypes") if isinstance(settings, dict) else None
     return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
+
+
+def advertise_apps(result: HandlerResult) -> HandlerResult:
+    """An ``initialize`` result (as sent) with the MCP Apps extension in its capabilities.
+
+    The SDK sends ``capabilities.extensions`` on the 2026-07-28 protocol only: the handshake
+    eras' schema (2024-11-05 to 2025-11-25) has no such field, so it is dropped there, while hosts
+    of those eras (the MCP Apps hosts today) read it in the same place. Written back here.
+    """
+    if not isinstance(result, dict) or not isinstance(result.get("capabilities"), dict):
+        return result
+    capabilities = dict(result["capabilities"])
+    extensions = capabilities.get("extensions")
+    capabilities["extensions"] = {**(extensions if isinstance(extensions, dict) else {}), APPS_EXTENSION: {}}
+    return {**result, "capabilities": capabilities}
+
+
+def ui_meta(uri: str) -> dict[str, Any]:
+    """A tool's ``_meta`` linking its card page: ``ui.resourceUri``, and the flat ``ui/resourceUri``
+    key of the earlier MCP Apps drafts, which hosts written against them still read."""
+    return {"ui": {"resourceUri": uri}, "ui/resourceUri": uri}
 
 
 class LineUpMcpServer:
@@ -167,10 +194,12 @@ class LineUpMcpServer:
     # handlers --------------------------------------------------------------------------
 
     async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: keep each handshake-era connection (its ``initialize``) for list_changed."""
+        """Middleware: keep each handshake-era connection (its ``initialize``) for list_changed, and
+        advertise MCP Apps in its capabilities (see :func:`advertise_apps`)."""
         result = await call_next(ctx)
         if ctx.method == "initialize":
             self._sessions.append(ctx.session)
+            result = advertise_apps(result)
         return result
 
     def tools(self, *, apps: bool = False) -> list[types.Tool]:
@@ -187,7 +216,7 @@ class LineUpMcpServer:
                     description=schema.get("description") or None,
                     input_schema=schema.get("parameters") or {"type": "object"},
                     output_schema=output if output is not None and output.get("type") == "object" else None,
-                    _meta={"ui": {"resourceUri": card_uri(schema["name"])}},
+                    _meta=ui_meta(card_uri(schema["name"])),
                 )
             )
         if apps:
@@ -351,7 +380,6 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
     (:class:`~.guard.HostOriginGuard`, against DNS rebinding). There is no authentication: any
     process that reaches the port may ask the user's phone.
     """
-    import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .guard import HostOriginGuard
@@ -372,13 +400,50 @@ async def serve_http(runtime: McpRuntime, host: str, port: int) -> None:
         sock = socket.create_server((host, port), family=family)  # listening before it is announced
     except OSError as exc:
         raise TransportError(f"cannot serve MCP on {host}:{port}: {exc.strerror or exc}") from exc
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    server = _Uvicorn(config)
     if not _loopback(host):
         print(f"lineup mcp: warning: {host} is not a loopback address; MCP has no authentication", file=sys.stderr)
     where = f"http://{_url_host(host)}:{sock.getsockname()[1]}/mcp"
     print(f"lineup mcp: MCP over streamable HTTP at {where}", file=sys.stderr, flush=True)
     with sock:
         await server.serve(sockets=[sock])
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, stopped by SIGINT/SIGTERM through the event loop.
+
+    uvicorn's own handlers (``signal.signal``) sit beside the loop's SIGTERM handler of
+    ``lineup mcp`` (which cancels the main task): both fired, and the task was cancelled in the
+    middle of uvicorn's graceful shutdown, which printed a traceback; then uvicorn raised the signal
+    again. Here the loop's handlers ask uvicorn to exit (a second SIGINT forces it), and nothing is
+    raised again: ``lineup mcp --http`` ends as cleanly as at the end of a stdio client's input.
+    Once stopping, the streams still open (a client's standing SSE stream) are ended without
+    uvicorn's "ASGI callable returned without completing response" error.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        logging.getLogger("uvicorn.error").addFilter(self._quiet_when_stopping)
+
+    def _quiet_when_stopping(self, record: logging.LogRecord) -> bool:
+        return not (self.should_exit and record.getMessage().startswith("ASGI callable returned without completing"))
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop on SIGINT/SIGTERM through the running loop (uvicorn's own way where it has none)."""
+        if sys.platform == "win32":  # no loop signal handlers there
+            with super().capture_signals():
+                yield
+            return
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)  # Ctrl+C is KeyboardInterrupt again
+            self._captured_signals.clear()  # handled: never raised again
 
 
 def _loopback(host: str) -> bool:

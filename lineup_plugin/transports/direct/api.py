@@ -12,6 +12,8 @@
   the App for the relay. The App sends its X25519 public key as ``X-LineUp-Key``; the answer
   (never stored by caches) is what it needs to reach the agent through WuKongIM, end-to-end
   encrypted (:meth:`Relay.pair <lineup_plugin.transports.wukongim.relay.Relay.pair>`). No relay: 404.
+  Without a key it is the App's probe, asked on every connect: ``200 {"relay": true|false}``
+  (never an error status, which a browser logs as a console error on every page load).
 
 The ``/api/`` paths need ``Authorization: Bearer <token>`` (the App's token); a wrong token is
 answered 401 and slows that address down as a wrong hello does
@@ -56,6 +58,8 @@ MODULE_TYPE = "text/javascript; charset=utf-8"
 #: audit records read and counted at a time by GET /api/stats (a few ms each)
 STATS_PAGE = 2000
 
+
+NO_RELAY = "no relay to pair for: set mode both and the wukongim settings"
 
 #: pairs an App device for the relay from its public key (``Relay.pair``)
 PairHandler = Callable[[str], Awaitable[dict[str, Any]]]
@@ -140,10 +144,13 @@ class HttpApi:
         return problem(HTTPStatus.UNAUTHORIZED, "wrong token", ("WWW-Authenticate", 'Bearer error="invalid_token"'))
 
     async def _pair(self, request: Request, address: str) -> Response:
+        key = request.headers.get("X-LineUp-Key")
+        if key is None:  # the App's probe: is there a relay to pair for?
+            return json_response(HTTPStatus.OK, {"relay": self.pairing is not None})
         if self.pairing is None:
-            return problem(HTTPStatus.NOT_FOUND, "no relay to pair for: set mode both and the wukongim settings")
+            return problem(HTTPStatus.NOT_FOUND, NO_RELAY)
         try:
-            offer = await self.pairing(request.headers.get("X-LineUp-Key") or "")
+            offer = await self.pairing(key)
         except LineUpError as exc:
             return problem(HTTPStatus.BAD_REQUEST, str(exc)[:500])
         log.info("paired an App device from %s for the relay (%s)", address, offer.get("id"))
