@@ -8,11 +8,15 @@ An adapter does three things:
    deliver App text (and :class:`StoredFile` files) to the agent, interrupt and steer a run;
    optionally say which :class:`Conversation` and :class:`Origin` a call belongs to;
 2. make one :class:`LineUpService` with it, the :class:`Settings` and a :class:`Registry` (each
-   may be a function that makes it, so an agent's start pays for neither; :func:`load_registry`
-   gives every installed plugin's tools) — the service registers every LineUp tool with the
+   may be a function that makes it, so an agent's start pays for neither; :func:`load_settings`
+   reads them from ``LINEUP_*`` variables and a config section, :func:`load_registry` gives every
+   installed plugin's tools) — the service registers every LineUp tool with the
    runtime through a :class:`ToolBridge` (reading a :class:`ToolSource`; each handler runs a
    :class:`BlockingCall` that honours the run's interrupts), starts the server on first need
-   (:meth:`LineUpService.ensure_started`) or forwards to the process that serves;
+   (:meth:`LineUpService.ensure_started`) or forwards to the process that serves. An asyncio
+   runtime awaits :meth:`LineUpService.call` instead: the blocking call on a thread of its own,
+   withdrawn on every device when the awaiting task is cancelled; each such call is an
+   :class:`AwaitedCall` (:meth:`LineUpService.awaited_calls`) its stop button can withdraw or cancel;
 3. tell the service what the runtime does: :meth:`LineUpService.report_status` when a run starts
    and ends, :meth:`LineUpService.send_text` for the agent's replies, :meth:`LineUpService.stop`
    at exit.
@@ -39,10 +43,10 @@ from .base import (
     ToolSource,
     result_json,
 )
-from .service import LineUpService, app_grace
+from .service import AwaitedCall, LineUpService, app_grace
 
 if TYPE_CHECKING:
-    from ..config.settings import Settings
+    from ..config.settings import Settings, load_settings
     from ..media import StoredFile
     from ..plugins import load_registry
     from ..protocol.messages import Origin, ToolResult
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Settings": "..config.settings",
+    "load_settings": "..config.settings",
     "StoredFile": "..media",
     "load_registry": "..plugins",
     "Origin": "..protocol.messages",
@@ -70,6 +75,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "STATUS_HINTS",
     "AgentRuntime",
+    "AwaitedCall",
     "BlockingCall",
     "Conversation",
     "LineUpService",
@@ -83,5 +89,6 @@ __all__ = [
     "ToolSource",
     "app_grace",
     "load_registry",
+    "load_settings",
     "result_json",
 ]

@@ -240,19 +240,25 @@ class ToolBridge:
         return added, removed
 
     def call_tool(
-        self, name: str, flat_args: dict[str, Any], *, label: str | None = None, deadline: float | None = None
+        self,
+        name: str,
+        flat_args: dict[str, Any],
+        *,
+        label: str | None = None,
+        deadline: float | None = None,
+        is_interrupted: Callable[[], bool] | None = None,
     ) -> ToolResult:
         """Call tool ``name`` and wait, with the runtime's interrupt check and heartbeat (on its worker thread).
 
         ``label`` is what the heartbeat says (default: waiting for the user to answer ``name``);
-        ``deadline`` defaults to the tool's.
+        ``deadline`` defaults to the tool's; ``is_interrupted`` defaults to the runtime's.
         """
         started = time.monotonic()
         said = label or f"waiting for the user to answer {name}"
         return self.call(
             name,
             dict(flat_args or {}),
-            is_interrupted=self.runtime.is_interrupted,
+            is_interrupted=is_interrupted or self.runtime.is_interrupted,
             heartbeat=lambda: self.runtime.heartbeat(said, started),
             deadline=self.deadline_for(name) if deadline is None else deadline,
             conversation=self.runtime.conversation(),

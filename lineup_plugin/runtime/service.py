@@ -11,7 +11,8 @@ server, say, tomorrow) builds on:
   that needs the server is told which process owns it;
 - **the blocking call**: :meth:`LineUpService.call_blocking` (what the runtime's tools run, through
   :class:`~.base.ToolBridge`) starts the server if nobody serves yet, pushes ``waiting_input``
-  to the App while the user answers, then ``running``;
+  to the App while the user answers, then ``running``; :meth:`LineUpService.call` is the same call
+  awaited by an asyncio task (on a thread of its own; cancelling the task withdraws the card);
 - **the hub's callbacks**: App text goes to :meth:`AgentRuntime.deliver_message
   <lineup_plugin.runtime.base.AgentRuntime.deliver_message>`; the App's stop button to
   :meth:`~lineup_plugin.runtime.base.AgentRuntime.interrupt` (on a worker thread, so a runtime may
@@ -36,18 +37,24 @@ until ``app_grace`` seconds after the start (:func:`app_grace`; honouring interr
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import contextvars
 import logging
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import LineUpError, TransportError
-from .base import AgentRuntime, Conversation, ToolBridge
+from .base import AgentRuntime, Conversation, ToolBridge, result_json
 from .lock import Owner, ServerLock, program
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..config.settings import Settings
     from ..hub import Hub
     from ..media import StoredFile
@@ -85,6 +92,26 @@ def app_grace(setting: float | None, *, interactive: bool | None = None) -> floa
     return INTERACTIVE_APP_GRACE if interactive else 0.0
 
 
+@dataclass(eq=False)
+class AwaitedCall:
+    """A LineUp call an asyncio task awaits (:meth:`LineUpService.call`): the task, its loop, and whether the call
+    was withdrawn (:meth:`withdraw`)."""
+
+    task: asyncio.Task[Any] | None
+    loop: asyncio.AbstractEventLoop
+    withdrawn: threading.Event = field(default_factory=threading.Event)
+
+    def withdraw(self) -> None:
+        """End the call ``cancelled`` (its card withdrawn on every device) without cancelling the task; any thread."""
+        self.withdrawn.set()
+
+    def cancel_task(self) -> None:
+        """Cancel the awaiting task, as the runtime's own stop would (any thread; nothing once its loop closed)."""
+        if self.task is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nothing awaits any more
+                self.loop.call_soon_threadsafe(self.task.cancel)
+
+
 class LineUpService:
     """LineUp in one agent process: settings, tools, the server lock, and (maybe) the server.
 
@@ -119,6 +146,9 @@ class LineUpService:
         self.runner: Runner | None = None
         self.owner: Owner | None = None
         self._forwarder: Forwarder | None = None
+        self._awaited: set[AwaitedCall] = set()
+        self._awaited_lock = threading.Lock()
+        self._followed: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self.bridge = ToolBridge(runtime, self, self.call_blocking, deadline_for=self.deadline_for)
 
     # settings and tools, made on first use ----------------------------------------------
@@ -460,6 +490,77 @@ class LineUpService:
             while time.monotonic() < retry_at and not is_interrupted():
                 heartbeat()
                 time.sleep(0.05)
+
+    async def call(
+        self, name: str, flat_args: dict[str, Any], *, on_cancelled: Callable[[str], object] | None = None
+    ) -> str:
+        """Run one LineUp tool call for the awaiting asyncio task (an asyncio runtime's tool): the result's JSON.
+
+        The asyncio twin of a tool's handler (:data:`~.base.ToolHandler`): it returns
+        :func:`~.base.result_json` of the call's result.
+
+        The blocking call (through :attr:`bridge`, so with the tool's deadline and the runtime's
+        heartbeat) runs on a thread of its own, in a copy of the task's context: the runtime's
+        :meth:`~AgentRuntime.conversation` and :meth:`~AgentRuntime.call_origin` see the task's
+        context variables. Until it ends the call is one of :meth:`awaited_calls`. It is
+        interrupted when the runtime says so, when it is withdrawn (:meth:`AwaitedCall.withdraw`:
+        it then returns ``cancelled``), or when the awaiting task is cancelled: then the card is
+        withdrawn on every device (this waits for that, through further cancellations),
+        ``on_cancelled`` gets the ``cancelled`` result's JSON, and the :class:`asyncio.CancelledError` is
+        raised again. Never raises for a failed call.
+        """
+        import asyncio
+
+        awaited = AwaitedCall(asyncio.current_task(), asyncio.get_running_loop())
+        outcome: concurrent.futures.Future[str] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def interrupted() -> bool:
+            return awaited.withdrawn.is_set() or self.runtime.is_interrupted()
+
+        def work() -> None:
+            try:
+                result = context.run(self.bridge.call_tool, name, flat_args, is_interrupted=interrupted)
+                outcome.set_result(result_json(result))
+            except BaseException as exc:  # the bridge gives every failure as a result: a bug
+                outcome.set_exception(exc)
+
+        done = asyncio.wrap_future(outcome)
+        with self._awaited_lock:
+            self._awaited.add(awaited)
+        threading.Thread(target=work, name=f"lineup-{name}", daemon=True).start()
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            awaited.withdraw()
+            while not done.done():  # the card is withdrawn within the runner's cancel grace
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(done)
+            if on_cancelled is not None:
+                on_cancelled(done.result())
+            raise
+        finally:
+            with self._awaited_lock:
+                self._awaited.discard(awaited)
+
+    def report_when_done(self, task: asyncio.Task[Any] | None, conversation: Conversation | None = None) -> None:
+        """Tell the App when ``task`` (an asyncio runtime's turn that called a tool) ends: ``interrupted`` when it
+        was cancelled, ``failed`` when it raised, else ``idle`` (once per task; None: nothing)."""
+        if task is None or task in self._followed:
+            return
+        self._followed.add(task)
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            state = "interrupted" if task.cancelled() else "failed" if task.exception() else "idle"
+            report = self.report_status  # it may reach the serving process: off the task's loop
+            threading.Thread(target=report, args=(state,), kwargs={"conversation": conversation}, daemon=True).start()
+
+        task.add_done_callback(ended)
+
+    def awaited_calls(self) -> list[AwaitedCall]:
+        """The calls asyncio tasks await now (:meth:`call`), for a runtime's :meth:`~AgentRuntime.interrupt`."""
+        with self._awaited_lock:
+            return list(self._awaited)
 
     def _call_here(
         self,

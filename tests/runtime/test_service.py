@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import socket
 import sys
 import threading
@@ -18,6 +19,7 @@ from lineup_plugin.config.settings import Settings
 from lineup_plugin.hub import failure
 from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
+from lineup_plugin.runtime import load_settings
 from lineup_plugin.runtime.lock import ServerLock
 from lineup_plugin.runtime.service import (
     INTERACTIVE_APP_GRACE,
@@ -317,3 +319,84 @@ def test_the_link_and_qr_code_are_printed_on_a_terminal_unless_the_runtime_is_qu
     server = server_of(service)
     assert (server.connect_link in terminal.getvalue()) is may_print
     assert (terminal.getvalue() == "") is not may_print
+
+
+# LineUpService.call: the call awaited by an asyncio task (an asyncio runtime's tool) ------------------
+
+
+async def test_an_awaited_call_returns_the_result_json_the_model_reads(service: LineUpService) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        asking = asyncio.create_task(service.call("choice", CHOICE))
+        card = await app.next_call()
+        assert len(service.awaited_calls()) == 1
+        await app.answer(card, selected="no", index=1)
+        answer = json.loads(await asking)
+    finally:
+        await app.close()
+    assert (answer["status"], answer["result"]) == ("completed", {"selected": "no", "index": 1})
+    assert service.awaited_calls() == []
+
+
+async def test_cancelling_the_awaiting_task_withdraws_the_card_on_every_device_then_raises(
+    service: LineUpService,
+) -> None:
+    server = server_of(service)
+    phone, tablet = await WsApp.connect(server, "phone"), await WsApp.connect(server, "tablet")
+    told: list[dict[str, Any]] = []
+
+    def on_cancelled(text: str) -> None:
+        told.append(json.loads(text))
+
+    try:
+        asking = asyncio.create_task(service.call("choice", CHOICE, on_cancelled=on_cancelled))
+        card = await phone.next_call()
+        assert (await tablet.next_call()).call_id == card.call_id
+        asking.cancel()
+        closed = [(await app.next("tool.cancel")).payload for app in (phone, tablet)]
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+    finally:
+        await phone.close()
+        await tablet.close()
+    assert all(isinstance(c, ToolCancel) and c.call_id == card.call_id for c in closed)
+    assert [(t["status"], t["call_id"]) for t in told] == [("cancelled", card.call_id)]
+    assert service.awaited_calls() == []
+
+
+async def test_a_withdrawn_call_returns_cancelled_and_its_task_goes_on(service: LineUpService) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        asking = asyncio.create_task(service.call("choice", CHOICE))
+        card = await app.next_call()
+        [awaited] = service.awaited_calls()
+        assert awaited.task is asking
+        awaited.withdraw()
+        closed = (await app.next("tool.cancel")).payload
+        answer = json.loads(await asking)
+    finally:
+        await app.close()
+    assert isinstance(closed, ToolCancel) and closed.call_id == card.call_id
+    assert answer["status"] == "cancelled" and not asking.cancelled()
+
+
+async def test_the_app_hears_when_a_turn_that_asked_ends(service: LineUpService) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+
+    async def turn(fail: bool) -> None:
+        service.report_when_done(asyncio.current_task())
+        if fail:
+            raise ValueError("the turn failed")
+
+    try:
+        for fail, state in ((True, "failed"), (False, "idle")):  # failed first: a device is told the state on connect
+            task = asyncio.create_task(turn(fail))
+            await asyncio.gather(task, return_exceptions=True)
+            await next_status(app, state)
+    finally:
+        await app.close()
+
+
+def test_the_seam_reads_settings_from_lineup_variables(tmp_path: Path) -> None:
+    settings = load_settings(environ={"LINEUP_PORT": "9531", "LINEUP_DATA_DIR": str(tmp_path)})
+    assert (settings.port, settings.data_dir) == (9531, tmp_path)

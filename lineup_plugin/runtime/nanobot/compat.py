@@ -12,17 +12,12 @@ import json
 from typing import Any
 
 from nanobot.agent.tools.base import Tool as Tool
-from nanobot.agent.tools.context import current_request_context
+from nanobot.agent.tools.context import current_request_context as current_request_context
 
 #: where nanobot keeps the in-flight turn in ``Session.metadata`` (``nanobot.session.recovery``)
 CHECKPOINT_KEY = "runtime_checkpoint"
 #: the message metadata of a cron job's turn (``nanobot.cron.session_turns``)
 CRON_TRIGGER = "_cron_trigger"
-
-
-def request_context() -> Any:
-    """nanobot's ``RequestContext`` of the turn running here (channel, chat id, session key, sender), or None."""
-    return current_request_context()
 
 
 def dispatched_turn(task: Any) -> bool:
