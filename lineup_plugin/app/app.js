@@ -13,7 +13,6 @@ import { deviceId } from "./envelope.js";
 import { HistoryCursor } from "./history.js";
 import { CHUNK_BYTES, RELAY_CHUNK_BYTES, Uploads, readableSize } from "./files.js";
 import { Notifier } from "./notify.js";
-import { markdownReady } from "./markdown.js";
 import { loadPairing, takePairingFromFragment } from "./pairing.js";
 import { StatusView } from "./status.js";
 import { Transport } from "./transport.js";
@@ -226,7 +225,6 @@ const HANDLERS = {
   "device.welcome": (payload) => {
     deck.welcomed(payload.device_id); // over the relay the agent knows this device by its pairing's id
     cursor.follow(connection.agentId);
-    markdownReady(); // the agent's replies are Markdown: load the parser now, off the first paint
     deck.plugins.refresh(agentApi(connection.host, connection.token));
     ui.agentName.textContent = connection.agentId;
     notifier.welcome(payload);

@@ -1,6 +1,6 @@
 // @ts-check
 // The agent's replies as Markdown, safely: markdown-it (vendor/markdown.js, loaded the first time a
-// reply is drawn) parses the text with raw HTML off, and its tokens become elements here, by
+// reply is drawn, never before: a page with no reply yet, and the first card, do without it) parses the text with raw HTML off, and its tokens become elements here, by
 // document.createElement and textContent only. What is drawn: paragraphs, line breaks, emphasis,
 // lists, quotes, code, tables and links (http, https and mailto only; they open in a new tab
 // with rel=noopener). Raw HTML and pictures stay text; other link schemes (javascript:, data:,
@@ -38,7 +38,7 @@ const TAGS = {
 const SAFE_LINK = /^(https?:|mailto:)/i;
 
 /** Start loading the parser (once); resolves when replies can be drawn as Markdown. */
-export function markdownReady() {
+function markdownReady() {
   loading ??= import("./vendor/markdown.js").then(
     (/** @type {any} the bundle is not typed */ bundle) => {
       parser = new bundle.MarkdownIt({ html: false, linkify: true, breaks: true, typographer: false }).disable(["image"]);

@@ -14,6 +14,7 @@ from playwright.async_api import Page, expect
 
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
+from lineup_plugin.protocol.outputs import Batch, DevicesChanged
 from lineup_plugin.store import SQLiteStore
 from lineup_plugin.transports.direct.server import DirectServer
 
@@ -122,9 +123,20 @@ async def test_device_resuming_from_a_later_seq_gets_only_what_it_missed(agent: 
     await expect(page.locator("#link")).to_have_text("Connected", timeout=15_000)
     await expect(page.locator(".msg-agent")).to_have_text(["one", "two", "three"])
 
-    # the device closes the App; later it opens it again, from the seq it kept
+    # the device closes the App; later it opens it again, from the seq it kept. Until the agent has
+    # seen the connection end, "four" may still reach the closing page (Chromium runs its renderer a
+    # moment after page.close()), which keeps it: then nothing is missed. So "four" waits for the detach.
     context = page.context
+    gone = anyio.Event()
+
+    def watch(batch: Batch[Any]) -> None:
+        if any(isinstance(event, DevicesChanged) and not event.attached for event in batch.events):
+            gone.set()
+
+    agent.hub.watchers.append(watch)
     await page.close()
+    with anyio.fail_after(15):
+        await gone.wait()
     await agent.hub.send_text("four")
     page = await context.new_page()
     frames: list[dict[str, Any]] = []

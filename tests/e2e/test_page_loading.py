@@ -25,12 +25,25 @@ async def test_direct_mode_loads_one_compressed_script_and_never_the_relay_libra
     call = agent.call("confirm", {"message": "Deploy?"})
     await page.get_by_role("button", name="Approve").click()
     assert (await call).status == "completed"
-    paths = [r.url.removeprefix(agent.url.rstrip("/")).split("?")[0] for r in seen]
-    scripts = [p for p in paths if p.endswith(".js")]
-    assert scripts == ["/app.bundle.js"], paths  # no module fetched by itself, no vendor/relay.js
+
+    def paths() -> list[str]:
+        return [r.url.removeprefix(agent.url.rstrip("/")).split("?")[0] for r in seen]
+
+    # the first card, and a page with no reply: no module fetched by itself, no vendor/relay.js, and
+    # not the Markdown library either (about 100 KB, needed only to draw the agent's replies)
+    scripts = [p for p in paths() if p.endswith(".js")]
+    assert scripts == ["/app.bundle.js"], paths()
     bundle = next(r for r in seen if "/app.bundle.js" in r.url)
     assert (await bundle.all_headers()).get("content-encoding") == "gzip"
-    assert len(paths) <= 6, paths  # the page, its style, script and icon, and two API requests
+    assert len(paths()) <= 6, paths()  # the page, its style, script and icon, and two API requests
+
+    # the agent's first reply: shown at once as text, then drawn as Markdown once its library is in
+    await agent.hub.send_text("**Deployed.**")
+    await expect(page.locator(".msg-agent strong")).to_have_text("Deployed.")
+    scripts = [p for p in paths() if p.endswith(".js")]
+    assert scripts == ["/app.bundle.js", "/vendor/markdown.js"], paths()  # still never the relay library
+    library = next(r for r in seen if "/vendor/markdown.js" in r.url)
+    assert (await library.all_headers()).get("content-encoding") == "gzip"
 
 
 async def test_a_page_load_without_a_relay_logs_no_console_error(agent: Agent, open_app: OpenApp) -> None:

@@ -81,3 +81,19 @@ def test_a_small_history_is_one_page_and_an_entry_larger_than_a_page_still_goes_
     assert newest_page_first([big, small], 64_000, 256_000) == [[small], [big]]
     assert newest_page_first([small, big], 64_000, 256_000) == [[big], [small]]  # the newest goes, even alone too big
     assert newest_page_first([], 64_000, 256_000) == [[]]
+
+
+def test_a_device_resuming_newest_first_gets_only_what_it_missed_and_nothing_when_it_missed_nothing() -> None:
+    rig = busy_rig(4)
+    head = rig.session.head
+
+    missed = sent(hello(rig, "laptop", last_seq=head - 1, newest_first=True), "laptop")
+    pages = [m.payload for m in missed if isinstance(m.payload, History)]
+    assert [[e.seq for e in page.entries] for page in pages] == [[head]]
+    assert not pages[0].reset and not pages[0].more and pages[0].head == head
+
+    # what the browser test saw when a closing page had kept the last entry: one page, no entries
+    current = sent(hello(rig, "phone2", last_seq=head, newest_first=True), "phone2")
+    pages = [m.payload for m in current if isinstance(m.payload, History)]
+    assert [page.entries for page in pages] == [[]]
+    assert not pages[0].reset and pages[0].conversations is not None
