@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -483,6 +484,8 @@ class SQLiteStore(_OneChange):
         self._oldest: tuple[int, float] | None = None
         #: the conversations' titles and closed marks as written (a conversation's row changes only with them)
         self._titles: dict[str, tuple[str | None, bool]] = {}
+        #: the envelope ids in the ``seen`` table, oldest first (a dedupe check reads no row); None: unknown
+        self._seen: dict[str, None] | None = None
         self._db = self._open(synchronous, busy_timeout)
 
     # ------------------------------------------------------------------------------ opening
@@ -520,6 +523,7 @@ class SQLiteStore(_OneChange):
             db.close()
             raise
         self._counts = self._count(db)
+        self._seen = self._read_seen(db)
         self._oldest = self._oldest_entry(db)
         with contextlib.suppress(sqlite3.Error):
             db.execute(_PRUNE_CONVERSATIONS)
@@ -533,6 +537,13 @@ class SQLiteStore(_OneChange):
         with contextlib.suppress(sqlite3.Error):
             return {cid: (title, bool(closed)) for cid, title, closed in db.execute(_READ_TITLES).fetchall()}
         return {}
+
+    @staticmethod
+    def _read_seen(db: sqlite3.Connection) -> dict[str, None] | None:
+        """The envelope ids of the ``seen`` table, oldest first (None if it cannot be read: the table is asked)."""
+        with contextlib.suppress(sqlite3.Error):
+            return dict.fromkeys(eid for (eid,) in db.execute("SELECT envelope_id FROM seen ORDER BY seq"))
+        return None
 
     @staticmethod
     def _oldest_entry(db: sqlite3.Connection) -> tuple[int, float] | None:
@@ -623,15 +634,25 @@ class SQLiteStore(_OneChange):
         """After a rolled-back batch: count the rows again and forget which calls were written."""
         self._written.clear()  # the next save of each call writes its whole row (an upsert)
         self._titles = self._read_titles(self._db)
+        self._seen = self._read_seen(self._db)
         self._oldest = self._oldest_entry(self._db)
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
 
     def _insert_seen(self, seen: list[SeenEnvelope]) -> None:
         now = time.time()
+        known = self._seen
         for envelope_id, at in seen:
-            self._counts["seen"] += self._db.execute(_INSERT_SEEN, (envelope_id, now if at is None else at)).rowcount
-        self._prune_if_over("seen", self.seen_limit)
+            if known is not None and envelope_id in known:
+                continue  # recorded already: the insert would be ignored
+            if self._db.execute(_INSERT_SEEN, (envelope_id, now if at is None else at)).rowcount:
+                self._counts["seen"] += 1
+                if known is not None:
+                    known[envelope_id] = None
+        pruned = self._prune_if_over("seen", self.seen_limit)
+        if pruned and known is not None:  # the oldest rows are the ones pruned (seq grows with each insert)
+            for envelope_id in list(itertools.islice(known, pruned)):
+                del known[envelope_id]
 
     def _insert_audit(self, audits: list[Audit]) -> None:
         now = time.time()
@@ -775,12 +796,18 @@ class SQLiteStore(_OneChange):
 
     def was_seen(self, envelope_id: str) -> bool:
         """Whether ``envelope_id`` was recorded (also by an earlier process)."""
+        if self._seen is not None and not self._closed and threading.get_ident() == self._thread:
+            return envelope_id in self._seen  # the table as this store (its only writer) wrote it
         return bool(self._read("reading seen ids", "SELECT 1 FROM seen WHERE envelope_id = ?", (envelope_id,)))
 
-    def _prune_if_over(self, table: str, keep: int) -> None:
-        if _over(self._counts[table], keep):
-            sql = f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?"
-            self._counts[table] -= self._db.execute(sql, (keep,)).rowcount
+    def _prune_if_over(self, table: str, keep: int) -> int:
+        """Delete the oldest rows of ``table`` beyond ``keep`` if it is due; returns how many went."""
+        if not _over(self._counts[table], keep):
+            return 0
+        sql = f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?"
+        pruned: int = self._db.execute(sql, (keep,)).rowcount
+        self._counts[table] -= pruned
+        return pruned
 
     @property
     def audit_log(self) -> list[tuple[str, str | None, str | None, str]]:

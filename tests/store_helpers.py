@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from lineup_plugin.protocol.calls import Call
 from lineup_plugin.protocol.outputs import Audit, SaveCall, SeenEnvelope
 from lineup_plugin.protocol.reads import Wants
@@ -26,3 +28,18 @@ def audit(
 ) -> None:
     """Append one audit record and commit."""
     store.apply([Audit(event, call_id, device_id, detail)])
+
+
+class FailingCommits:
+    """A connection whose COMMIT fails, as on a full disk."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+    def execute(self, sql: str, *params: object) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *params)

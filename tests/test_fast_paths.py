@@ -19,6 +19,9 @@ encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))`
                                             (the model dump)                          clock's timestamp or now
 history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the       the same text, the same entry
 ``Record.entry`` (model_construct)          record's fields, then dumped
+seen check: ``SQLiteStore.was_seen`` (the   ``SELECT 1 FROM seen`` on the store's     seen or not, through inserts,
+ids it keeps in memory)                     file                                      repeats, pruning, failed
+                                                                                      commits and reopening
 ==========================================  ========================================  ==============================
 """
 
@@ -26,7 +29,9 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from datetime import UTC, timedelta, timezone
+from pathlib import Path
 from typing import Any, get_args
 from unittest import mock
 
@@ -38,7 +43,7 @@ from hypothesis import strategies as st
 from lineup_plugin.config.check import given_settings, surely_valid
 from lineup_plugin.config.schema import SCHEMA as SETTINGS_SCHEMA
 from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT, validated_settings
-from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError
+from lineup_plugin.errors import ArgumentsError, ConfigError, ProtocolError, StoreError
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.history import Record
@@ -72,12 +77,15 @@ from lineup_plugin.protocol.messages import (
     ToolResult,
     WebPushSubscription,
 )
+from lineup_plugin.protocol.outputs import Audit, SeenEnvelope
 from lineup_plugin.protocol.tools import ActionDefinition
+from lineup_plugin.store import SQLiteStore
 from lineup_plugin.tools.argcheck import compile_schema
 from lineup_plugin.tools.registry import ActionCheck, check_arguments
 
 from .protocol.test_encode_envelope import ODD, WIDE
 from .protocol.test_fuzz import VALID, json_values, near_valid
+from .store_helpers import FailingCommits
 
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BUILTIN = load_registry(load_entrypoints=False)
@@ -692,3 +700,41 @@ def test_a_history_record_is_written_as_its_validated_entry(
     slow = HistoryEntry.model_validate(json.loads(record.entry().model_dump_json(exclude_none=True)))
     assert HistoryEntry.model_validate_json(record.json()) == slow
     assert record.json() == slow.model_dump_json(exclude_none=True)
+
+
+IDS_SEEN = [f"msg_{n}" for n in range(8)]
+SEEN_STEPS = st.lists(
+    st.tuples(st.sampled_from(["batch", "failed", "reopen"]), st.lists(st.sampled_from(IDS_SEEN), max_size=6)),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=SEEN_STEPS, limit=st.integers(1, 6))
+def test_the_seen_check_agrees_with_the_seen_table(
+    tmp_path: Path, steps: list[tuple[str, list[str]]], limit: int
+) -> None:
+    path = tmp_path / f"seen-{uuid.uuid4().hex}.sqlite3"
+    store = SQLiteStore(path, seen_limit=limit)
+    try:
+        for step, ids in steps:
+            changes = [SeenEnvelope(envelope_id) for envelope_id in ids]
+            if step == "reopen":
+                store.close()
+                store = SQLiteStore(path, seen_limit=limit)
+                store.apply(changes)
+            elif step == "failed":  # the batch is rolled back: nothing of it is seen
+                real = store._db
+                store._db = FailingCommits(real)  # type: ignore[assignment]
+                with pytest.raises(StoreError):
+                    store.apply([*changes, Audit("text.in")])
+                store._db = real
+            else:
+                store.apply(changes)
+            for envelope_id in IDS_SEEN:
+                in_table = bool(
+                    store._db.execute("SELECT 1 FROM seen WHERE envelope_id = ?", (envelope_id,)).fetchall()
+                )
+                assert store.was_seen(envelope_id) is in_table, envelope_id
+    finally:
+        store.close()

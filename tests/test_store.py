@@ -19,7 +19,7 @@ from lineup_plugin.protocol.messages import ToolCall, ToolResult
 from lineup_plugin.protocol.session import Audit, SaveCall, SeenEnvelope
 from lineup_plugin.store import SCHEMA_VERSION, MemoryStore, SQLiteStore, Store, open_store
 
-from .store_helpers import audit, first_seen, save_call
+from .store_helpers import FailingCommits, audit, first_seen, save_call
 
 
 def make_call(call_id: str = "c1", *, created_at: float | None = None, expires_in: float = 60.0) -> Call:
@@ -268,21 +268,6 @@ def test_every_single_write_commits_at_once(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
         audit(store, "text.in")
         assert not store._db.in_transaction
-
-
-class FailingCommits:
-    """A connection whose COMMIT fails, as on a full disk."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.db, name)
-
-    def execute(self, sql: str, *params: object) -> sqlite3.Cursor:
-        if sql == "COMMIT":
-            raise sqlite3.OperationalError("database or disk is full")
-        return self.db.execute(sql, *params)
 
 
 def test_a_failed_commit_keeps_nothing_of_the_batch_and_raises(db_path: Path, caplog: pytest.LogCaptureFixture) -> None:
