@@ -18,7 +18,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import quote
@@ -434,6 +434,38 @@ def _over(count: int, limit: int) -> bool:
     return count > limit + min(PRUNE_SLACK, max(1, limit // 10))
 
 
+class _Transaction:
+    """``with _Transaction(db):`` one immediate transaction, committed at the end, rolled back on any error.
+
+    A class rather than a ``contextlib.contextmanager`` generator: it runs twice per round trip.
+    """
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        db = self.db
+        try:
+            if exc_type is None:
+                db.execute("COMMIT")
+                return
+        except BaseException:
+            self.rollback()
+            raise
+        self.rollback()
+
+    def rollback(self) -> None:
+        """Roll back what is still open (a failed COMMIT may have ended the transaction already)."""
+        if self.db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+
+
 class SQLiteStore(_OneChange):
     """The durable store: one SQLite file (WAL) holding calls, seen envelope ids and the audit log.
 
@@ -509,7 +541,7 @@ class SQLiteStore(_OneChange):
             if where != ":memory:" and mode != "wal":
                 raise StoreError(f"the store {where} cannot use write-ahead logging (journal mode {mode})")
             db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            with self._transaction(db):
+            with _Transaction(db):
                 self._migrate(db)
         except sqlite3.OperationalError as exc:
             db.close()
@@ -580,19 +612,6 @@ class SQLiteStore(_OneChange):
         db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    @staticmethod
-    @contextlib.contextmanager
-    def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-            raise
-
     def _error(self, what: str, exc: sqlite3.Error) -> StoreError:
         """The StoreError for ``exc``, raised while doing ``what``."""
         if isinstance(exc, sqlite3.ProgrammingError) and threading.get_ident() != self._thread:
@@ -614,7 +633,7 @@ class SQLiteStore(_OneChange):
         if not grouped:
             return
         try:
-            with self._transaction(self._db):
+            with _Transaction(self._db):
                 for call in grouped.calls.values():
                     self._save_row(call)
                 if grouped.seen:
