@@ -266,9 +266,17 @@ def terminal_result(llm: ScriptedLLM) -> dict[str, Any]:
 
 
 @bounded
-@pytest.mark.parametrize(("serving", "choice"), [("cli", "session"), ("gateway", "deny")])
+@pytest.mark.parametrize(
+    ("serving", "choice", "shown"),
+    [
+        ("cli", "once", b"allowed once"),
+        ("cli", "session", b"allowed for session"),
+        ("gateway", "always", b"added to allowlist"),
+        ("gateway", "deny", b"denied"),
+    ],
+)
 async def test_an_interactive_cli_approval_is_an_app_card_and_the_apps_choice_is_hermes_answer(
-    home: tuple[Path, int], llm: ScriptedLLM, tmp_path: Path, serving: str, choice: str
+    home: tuple[Path, int], llm: ScriptedLLM, tmp_path: Path, serving: str, choice: str, shown: bytes
 ) -> None:
     # served by the CLI itself, or forwarded to the gateway that serves the App
     path, port = home
@@ -291,7 +299,10 @@ async def test_an_interactive_cli_approval_is_an_app_card_and_the_apps_choice_is
         assert "denied" in outcome["error"]
     else:
         assert not target.exists() and outcome.get("status") != "blocked", outcome
-    assert b"allowed for session" in terminal.screen if choice == "session" else b"denied" in terminal.screen
+    assert shown in terminal.screen  # the terminal's prompt closed with the App's choice
+    allowlist = (path / "config.yaml").read_text(encoding="utf-8").partition("command_allowlist:")[2]
+    kind = str(card.arguments["message"]).rpartition("(")[2].rstrip(")")  # e.g. "delete in root path"
+    assert (f"- {kind}" in allowlist) is (choice == "always"), allowlist  # Hermes kept it for good
 
 
 @bounded
