@@ -756,6 +756,7 @@ def test_the_cli_approval_card_offers_what_the_terminal_offers(flags: dict[str, 
     cli, card = PromptingCli(), CardOnApp()
     asked = raced(cli, card, **flags)
     card.shown.wait(30)
+    cli.opened.wait(30)
     assert [c["value"] for c in card.arguments["choices"]] == offered
     assert cli.flags == {"allow_permanent": True, **flags}  # the terminal prompt is asked as Hermes asked
     card.reply("completed", approved=True, choice="always")

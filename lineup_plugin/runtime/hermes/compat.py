@@ -423,9 +423,11 @@ def hook_cli_approval(cli: Any, wrap: Callable[[Callable[..., str]], Callable[..
     when it is the CLI's own (a turn already running; a subagent's thread keeps its policy).
     Done once per CLI; calling it again only updates the thread's callback.
     """
+    current = getattr(cli, "_approval_callback", None)
+    if not callable(current):
+        return
     from tools.terminal_tool import _get_approval_callback, set_approval_callback
 
-    current = cli._approval_callback
     original = getattr(current, "lineup_wraps", None)
     if original is None:
         original = current

@@ -561,8 +561,12 @@ class HermesRuntime(AgentRuntime):
         """Interactive CLI: its dangerous-command approvals are also App cards, racing the terminal
         prompt (see :mod:`.approval`). Does nothing in any other process; cheap to call again."""
         cli = compat.cli_of(self.ctx)
-        if cli is not None:
+        if cli is None:
+            return
+        try:
             compat.hook_cli_approval(cli, lambda prompt: racing(self.ask_cli, cli, prompt))
+        except Exception:  # Hermes moved its prompt: the terminal still asks, as before
+            log.warning("lineup: cannot show the CLI's approvals on the App", exc_info=True)
 
     def ask_cli(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool]) -> ToolResult:
         """A ``confirm`` card in the interactive CLI's conversation (from any thread); its terminal result."""
