@@ -10,6 +10,7 @@ interrupted with Ctrl+C as a person would.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -30,7 +31,7 @@ import anyio
 import pytest
 
 from lineup_plugin.protocol.messages import AgentStop, Text, ToolCall, ToolCancel
-from tests.fakes.llm import ScriptedLLM
+from tests.fakes.llm import ScriptedLLM, call, say, tool_messages
 from tests.wsapp import WsApp
 
 from .hermes_harness import COLOURS, TOKEN, ask_then_answer, background, cli_home, within
@@ -165,11 +166,11 @@ async def test_the_gateway_killed_with_a_card_open_the_chat_takes_over_and_the_c
 class Terminal:
     """The interactive ``hermes`` CLI under a pseudo-terminal: type into it, read what it shows."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, toolsets: str = "lineup") -> None:
         master, slave = pty.openpty()
         env = environ(home, TERM="xterm", COLUMNS="120", LINES="40")
         self.process = subprocess.Popen(
-            [HERMES, "--toolsets", "lineup"], env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+            [HERMES, "--toolsets", toolsets], env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
         )
         os.close(slave)
         self.master = master
@@ -239,3 +240,86 @@ async def test_the_apps_stop_interrupts_a_one_shot_chat_asking_through_the_gatew
     assert len(llm.requests) == asked, "the chat's model was asked again after the stop"
     assert "stop me: cancelled" not in out, out
     assert not any("No active task" in text for text in said), said
+
+
+async def cli_approval(path: Path, port: int, llm: ScriptedLLM, target: Path) -> tuple[WsApp, Terminal, ToolCall]:
+    """The interactive CLI's model runs ``rm -rf target``: Hermes asks in the terminal, and the App gets the card."""
+    target.mkdir()
+    llm.reset(call("terminal", command=f"rm -rf {target}"), say("Cleaned up."))
+    terminal = Terminal(path, toolsets="lineup,terminal")
+    await anyio.to_thread.run_sync(terminal.read_until, "❯".encode())
+    try:
+        terminal.type(b"clean up\r")
+        app = await app_on(port)  # the gateway, or the CLI once its session started
+        with anyio.move_on_after(WAIT / 2):
+            return app, terminal, await app.next_call()
+        raise AssertionError(f"no approval card; the CLI showed {terminal.screen[-3000:]!r}")
+    except BaseException:
+        await anyio.to_thread.run_sync(terminal.close)
+        raise
+
+
+def terminal_result(llm: ScriptedLLM) -> dict[str, Any]:
+    """What the terminal tool told the model (the last request's last tool message)."""
+    (result,) = [m for m in tool_messages(llm.requests[-1]) if m["name"] == "terminal"]
+    return dict(result["json"])
+
+
+@bounded
+@pytest.mark.parametrize(
+    ("serving", "choice", "shown"),
+    [
+        ("cli", "once", b"allowed once"),
+        ("cli", "session", b"allowed for session"),
+        ("gateway", "always", b"added to allowlist"),
+        ("gateway", "deny", b"denied"),
+    ],
+)
+async def test_an_interactive_cli_approval_is_an_app_card_and_the_apps_choice_is_hermes_answer(
+    home: tuple[Path, int], llm: ScriptedLLM, tmp_path: Path, serving: str, choice: str, shown: bytes
+) -> None:
+    # served by the CLI itself, or forwarded to the gateway that serves the App
+    path, port = home
+    target = tmp_path / "old-build"
+    with process("gateway", "run", home=path) if serving == "gateway" else contextlib.nullcontext():
+        app, terminal, card = await cli_approval(path, port, llm, target)
+        try:
+            assert card.name == "confirm" and card.arguments["details"] == f"rm -rf {target}"
+            assert [c["value"] for c in card.arguments["choices"]] == ["once", "session", "always", "deny"]
+            assert card.origin is not None and card.origin.kind == "cli"
+            approves = choice != "deny"
+            await app.answer(card, "completed" if approves else "rejected", approved=approves, choice=choice)
+            await anyio.to_thread.run_sync(terminal.read_until, b"Cleaned up.")  # the prompt closed, the turn went on
+        finally:
+            await anyio.to_thread.run_sync(terminal.close)
+            await app.close()
+    outcome = terminal_result(llm)
+    if choice == "deny":
+        assert target.exists() and outcome["status"] == "blocked", outcome
+        assert "denied" in outcome["error"]
+    else:
+        assert not target.exists() and outcome.get("status") != "blocked", outcome
+    assert shown in terminal.screen  # the terminal's prompt closed with the App's choice
+    allowlist = (path / "config.yaml").read_text(encoding="utf-8").partition("command_allowlist:")[2]
+    kind = str(card.arguments["message"]).rpartition("(")[2].rstrip(")")  # e.g. "delete in root path"
+    assert (f"- {kind}" in allowlist) is (choice == "always"), allowlist  # Hermes kept it for good
+
+
+@bounded
+async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_the_card(
+    home: tuple[Path, int], llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    path, port = home
+    target = tmp_path / "old-build"
+    app, terminal, card = await cli_approval(path, port, llm, target)
+    try:
+        await anyio.to_thread.run_sync(terminal.read_until, b"rm -rf")  # the terminal prompt is open too
+        terminal.type(b"\r")  # its first choice: allow once
+        cancel = (await app.next("tool.cancel")).payload
+        assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+        await anyio.to_thread.run_sync(terminal.read_until, b"Cleaned up.")
+    finally:
+        await anyio.to_thread.run_sync(terminal.close)
+        await app.close()
+    assert not target.exists()
+    assert b"allowed once" in terminal.screen

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -628,3 +629,145 @@ def test_each_interactive_cli_session_is_a_conversation_of_its_own_not_the_apps_
         {Conversation("hermes-cli-a", "Hermes CLI · cli-a")},
         {Conversation("hermes-cli-b", "Hermes CLI · cli-b")},
     ]
+
+
+# ------------------------------------------------------------------ the interactive CLI's approval, raced by a card
+
+
+class PromptingCli:
+    """The interactive CLI's approval prompt as Hermes' has it: a panel state with a response queue,
+    answered by the keys (:meth:`press`) or by anyone putting into that queue."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._approval_state: dict[str, Any] | None = None
+        self.opened = threading.Event()
+        self.flags: dict[str, bool] = {}
+        self._queue: queue.Queue[str] = queue.Queue()
+
+    def prompt(self, command: str, description: str, **flags: bool) -> str:
+        self.flags = flags
+        self._approval_state = {"command": command, "description": description, "response_queue": self._queue}
+        self.opened.set()
+        choice = self._queue.get(timeout=30)
+        self._approval_state = None
+        return choice
+
+    def press(self, choice: str) -> None:
+        self.opened.wait(30)
+        self._queue.put(choice)
+
+
+class CardOnApp:
+    """An :class:`~lineup_plugin.runtime.hermes.approval.Asker` whose card the test answers (or sees withdrawn)."""
+
+    def __init__(self) -> None:
+        self.arguments: dict[str, Any] = {}
+        self.shown = threading.Event()
+        self.answer: concurrent.futures.Future[ToolResult] = concurrent.futures.Future()
+        self.withdrawn = threading.Event()
+        self.done = threading.Event()
+
+    def __call__(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Any) -> ToolResult:
+        self.arguments = arguments
+        self.shown.set()
+        try:
+            while True:
+                if is_interrupted():
+                    self.withdrawn.set()
+                    return ToolResult(call_id="c1", status="cancelled", result={"message": "withdrawn"})
+                try:
+                    return self.answer.result(timeout=0.01)
+                except concurrent.futures.TimeoutError:
+                    continue
+        finally:
+            self.done.set()
+
+    def reply(self, status: str, **result: Any) -> None:
+        self.shown.wait(30)
+        self.answer.set_result(ToolResult.model_validate({"call_id": "c1", "status": status, "result": result}))
+
+
+def raced(cli: PromptingCli, card: CardOnApp, **flags: bool) -> concurrent.futures.Future[str]:
+    from lineup_plugin.runtime.hermes.approval import racing
+
+    approve = racing(card, cli, cli.prompt)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    asked = pool.submit(approve, "rm -rf /srv/old", "recursive delete", **flags)
+    pool.shutdown(wait=False)
+    return asked
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "choice"),
+    [
+        ("completed", {"approved": True, "choice": "once"}, "once"),
+        ("completed", {"approved": True, "choice": "session"}, "session"),
+        ("completed", {"approved": True, "choice": "always"}, "always"),
+        ("rejected", {"approved": False, "choice": "deny"}, "deny"),
+        ("completed", {"approved": True}, "once"),  # an App with Approve and Reject only
+        ("rejected", {"approved": False}, "deny"),
+    ],
+)
+def test_a_cli_approval_answered_on_the_app_is_that_choice_for_hermes_and_closes_the_terminal_prompt(
+    status: str, answer: dict[str, Any], choice: str
+) -> None:
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card)
+    card.reply(status, **answer)
+    assert asked.result(30) == choice  # what the CLI's prompt hands to Hermes' approval gate
+    assert cli._approval_state is None  # the terminal panel closed as after a key press
+    assert card.arguments["details"] == "rm -rf /srv/old"
+    assert [c["value"] for c in card.arguments["choices"]] == ["once", "session", "always", "deny"]
+
+
+def test_a_cli_approval_answered_in_the_terminal_withdraws_the_card() -> None:
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card)
+    card.shown.wait(30)
+    cli.press("session")
+    assert asked.result(30) == "session"
+    assert card.withdrawn.wait(30)
+
+
+def test_an_app_answer_after_the_terminal_answered_is_not_taken_by_the_next_prompt() -> None:
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card)
+    card.shown.wait(30)
+    cli.press("deny")
+    assert asked.result(30) == "deny"
+    card.done.wait(30)
+    # a later prompt for the same command gets only its own answer
+    later = raced(cli, CardOnApp())
+    cli.press("once")
+    assert later.result(30) == "once"
+
+
+@pytest.mark.parametrize(
+    ("flags", "offered"),
+    [
+        ({}, ["once", "session", "always", "deny"]),
+        ({"allow_permanent": False}, ["once", "session", "deny"]),
+        ({"smart_denied": True}, ["once", "deny"]),
+    ],
+)
+def test_the_cli_approval_card_offers_what_the_terminal_offers(flags: dict[str, bool], offered: list[str]) -> None:
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card, **flags)
+    card.shown.wait(30)
+    cli.opened.wait(30)
+    assert [c["value"] for c in card.arguments["choices"]] == offered
+    assert cli.flags == {"allow_permanent": True, **flags}  # the terminal prompt is asked as Hermes asked
+    card.reply("completed", approved=True, choice="always")
+    assert asked.result(30) == ("always" if not flags else "once")  # never more than was offered
+
+
+def test_the_app_answers_only_the_prompt_of_its_own_command() -> None:
+    cli = PromptingCli()
+    cli._approval_state = {"command": "chmod 777 x", "response_queue": cli._queue}
+    assert not compat.answer_cli_approval(cli, "rm -rf /srv/old", "always")
+    assert compat.answer_cli_approval(cli, "chmod 777 x", "once")
+    assert cli._queue.get_nowait() == "once"
+    cli._approval_state = None
+    assert not compat.answer_cli_approval(cli, "chmod 777 x", "once")

@@ -28,6 +28,11 @@ PACKAGE = Path(compat.__file__).resolve().parents[2]
 #: ``module:Class.self.attr`` an attribute the class (or a base) assigns to ``self``;
 #: ``module:Class.method(param)`` a method taking ``param``; ``module::text`` text in the module's source.
 RELIES_ON: dict[str, list[str]] = {
+    "answer_cli_approval": [
+        "cli:HermesCLI.self._approval_state",
+        'cli::"response_queue": response_queue,',
+        "cli::result = response_queue.get(timeout=1)",
+    ],
     "approval_pending": ["tools.approval:has_blocking_approval"],
     "cache_media": [
         "gateway.platforms.base:cache_media_bytes(filename)",
@@ -59,6 +64,13 @@ RELIES_ON: dict[str, list[str]] = {
         "gateway.platforms.base:BasePlatformAdapter.gateway_runner",
         "gateway.run:GatewayRunner.self._agent_cache",
         "gateway.run:GatewayRunner.self._agent_cache_lock",
+    ],
+    "hook_cli_approval": [
+        "tools.terminal_tool:set_approval_callback",
+        "tools.terminal_tool:_get_approval_callback",
+        "cli:HermesCLI._approval_callback(allow_permanent)",
+        "cli:HermesCLI._approval_callback(smart_denied)",
+        "cli::set_approval_callback(self._approval_callback)",
     ],
     "in_gateway_process": [f'gateway.run::os.environ["{compat.GATEWAY_ENV}"] = "1"'],
     "interactive_cli": ["hermes_cli.plugins:get_plugin_manager", "hermes_cli.plugins:PluginManager()._cli_ref"],

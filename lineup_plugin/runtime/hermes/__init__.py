@@ -6,6 +6,7 @@
   (gateway, interactive CLI, attached agent), and its runtime-neutral
   :class:`~lineup_plugin.runtime.service.LineUpService`;
 - :mod:`.hooks` — the session hooks and the ``/lineup`` command;
+- :mod:`.approval` — the interactive CLI's approval prompt raced by an App card;
 - :mod:`.platform` — the App as the ``lineup`` gateway platform (imported by the gateway only);
 - :mod:`.common` — names, LineUp's config section, clarify and approval as cards;
 - :mod:`.compat` — every use of Hermes internals, one named function each.

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
+    "answer_cli_approval",
     "approval_pending",
     "cache_media",
     "calling_agent",
@@ -33,6 +34,7 @@ __all__ = [
     "cron_job_name",
     "forget_plugin_tool",
     "gateway_agents",
+    "hook_cli_approval",
     "in_gateway_process",
     "interactive_cli",
     "is_interrupted",
@@ -405,3 +407,51 @@ def approval_pending(session_key: str) -> bool:
     from tools.approval import has_blocking_approval
 
     return bool(has_blocking_approval(session_key))
+
+
+# ------------------------------------------------------------------------- interactive CLI approval
+
+
+def hook_cli_approval(cli: Any, wrap: Callable[[Callable[..., str]], Callable[..., str]]) -> None:
+    """Send the interactive CLI's dangerous-command approvals through ``wrap(cli's prompt)``.
+
+    Hermes asks the CLI user through the approval callback the CLI registers for its agent's
+    thread at each turn (``tools.terminal_tool.set_approval_callback(cli._approval_callback)``);
+    its answer (``once``, ``session``, ``always``, ``deny``) is what Hermes' own approval gate then
+    records. The CLI's ``_approval_callback`` is replaced on the instance (so every later turn,
+    and the computer-use prompt, registers the wrapper), and the current thread's callback too
+    when it is the CLI's own (a turn already running; a subagent's thread keeps its policy).
+    Done once per CLI; calling it again only updates the thread's callback.
+    """
+    current = getattr(cli, "_approval_callback", None)
+    if not callable(current):
+        return
+    from tools.terminal_tool import _get_approval_callback, set_approval_callback
+
+    original = getattr(current, "lineup_wraps", None)
+    if original is None:
+        original = current
+        wrapped = wrap(original)
+        wrapped.lineup_wraps = original  # type: ignore[attr-defined]
+        cli._approval_callback = wrapped
+    else:
+        wrapped = current
+    if _get_approval_callback() == original:
+        set_approval_callback(wrapped)
+
+
+def answer_cli_approval(cli: Any, command: str, choice: str) -> bool:
+    """Answer the CLI's open approval prompt for ``command`` with ``choice`` as its keys would.
+
+    The prompt waits on ``cli._approval_state["response_queue"]`` (the queue its key bindings
+    put the picked choice into) and then returns that choice, closing its panel. False (nothing
+    answered) when no prompt for ``command`` is open.
+    """
+    state = getattr(cli, "_approval_state", None)
+    if not isinstance(state, dict) or state.get("command") != command:
+        return False
+    waiting = state.get("response_queue")
+    if waiting is None:
+        return False
+    waiting.put(choice)
+    return True

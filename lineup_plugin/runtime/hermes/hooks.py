@@ -1,6 +1,8 @@
 """LineUp's Hermes hooks and its ``/lineup`` command.
 
 - ``on_session_start``: the interactive CLI takes the server when its session starts;
+- ``on_session_start`` / ``pre_llm_call``: the interactive CLI's dangerous-command approvals
+  become App cards too, racing its terminal prompt (:mod:`.approval`);
 - ``pre_llm_call`` / ``on_session_end``: a turn starts or ends — the App shows ``thinking``, then
   ``idle`` (or ``interrupted``), and an attached agent is known to be running in between;
 - ``post_llm_call``: outside the gateway (which replies through the platform), the agent's reply
@@ -39,11 +41,14 @@ class HermesHooks:
 
     def on_session_start(self, session_id: str = "", platform: str = "", **_: Any) -> None:
         """Interactive CLI: the session start is when this process takes the server."""
+        self.runtime.hook_cli_approval()
         if self.service.role == "cli":
             self.service.ensure_started("cli session start")
 
     def pre_llm_call(self, session_id: str = "", platform: str = "", **_: Any) -> None:
-        """A turn starts: remember the session runs; the App shows ``thinking``."""
+        """A turn starts: remember the session runs; the App shows ``thinking``. In the interactive
+        CLI, its approval prompt gets an App card (the turn's thread included)."""
+        self.runtime.hook_cli_approval()
         self.runtime.attached.turn(str(session_id), running=True)
         self.runtime.note_platform(str(session_id), platform)
         if self._relevant(session_id, platform):

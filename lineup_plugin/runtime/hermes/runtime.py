@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..base import AgentRuntime, Conversation, ToolHandler
 from ..service import LineUpService
 from . import compat
+from .approval import racing
 from .common import (
     EMOJI,
     PLATFORM,
@@ -54,7 +55,7 @@ from .common import (
 if TYPE_CHECKING:
     from ...config.settings import Settings
     from ...media import StoredFile
-    from ...protocol.messages import Origin
+    from ...protocol.messages import Origin, ToolResult
     from ...tools.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -555,6 +556,28 @@ class HermesRuntime(AgentRuntime):
     def detach(self, agent: Any) -> None:
         """Stop delivering App text to ``agent``."""
         self.attached.detach(agent)
+
+    def hook_cli_approval(self) -> None:
+        """Interactive CLI: its dangerous-command approvals are also App cards, racing the terminal
+        prompt (see :mod:`.approval`). Does nothing in any other process; cheap to call again."""
+        cli = compat.cli_of(self.ctx)
+        if cli is None:
+            return
+        try:
+            compat.hook_cli_approval(cli, lambda prompt: racing(self.ask_cli, cli, prompt))
+        except Exception:  # Hermes moved its prompt: the terminal still asks, as before
+            log.warning("lineup: cannot show the CLI's approvals on the App", exc_info=True)
+
+    def ask_cli(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool]) -> ToolResult:
+        """A ``confirm`` card in the interactive CLI's conversation (from any thread); its terminal result."""
+        asking = _ASKING.set((self.cli.session_id(), ""))
+        try:
+            return self.service.bridge.call_tool(
+                "confirm", arguments, label="waiting for the user to approve a command", deadline=deadline,
+                is_interrupted=is_interrupted,
+            )  # fmt: skip
+        finally:
+            _ASKING.reset(asking)
 
     def clarify_callback(self, question: str, choices: list[str] | None) -> str:
         """Hermes' ``clarify`` as a LineUp card: ``choice`` with options, else ``input``; blocks."""
