@@ -313,7 +313,7 @@ async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_th
     target = tmp_path / "old-build"
     app, terminal, card = await cli_approval(path, port, llm, target)
     try:
-        await anyio.to_thread.run_sync(terminal.read_until, b"rm -rf")  # the terminal prompt is open too
+        await anyio.to_thread.run_sync(terminal.read_until, b"Allow once")  # the terminal's panel takes keys now
         terminal.type(b"\r")  # its first choice: allow once
         cancel = (await app.next("tool.cancel")).payload
         assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id

@@ -54,8 +54,9 @@ def racing(ask: Asker, cli: Any, prompt: Callable[..., str]) -> Callable[..., st
                 log.warning("lineup: the approval card failed", exc_info=True)
                 return
             choice = approval_choice(result, offered)
-            if choice is not None and not answered.is_set():
-                compat.answer_cli_approval(cli, command, choice)
+            # an answer may come before the terminal's panel is open: it is applied once the panel is
+            while choice is not None and not answered.is_set() and not compat.answer_cli_approval(cli, command, choice):
+                answered.wait(0.05)
 
         threading.Thread(target=on_app, name="lineup-approval", daemon=True).start()
         flags: dict[str, bool] = {"allow_permanent": allow_permanent}
