@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 
-class AgentSide:
+class AgentSide(ABC):
     """What a runtime asks of the hub (see the module docstring)."""
 
     registry: Registry
@@ -43,11 +44,13 @@ class AgentSide:
     _devices_changed: asyncio.Event  #: set when a device attaches or detaches (the hub's)
     _device_expected_until = 0.0  #: loop time until which a transport brings a device (expect_device)
 
+    @abstractmethod
     def _flush(self, *, retry: bool = True) -> list[Event]:
-        raise NotImplementedError  # the hub's
+        """Commit the session's batch, then send it; the events it held (the hub's loop step)."""
 
+    @abstractmethod
     def _arm_timer(self) -> None:
-        raise NotImplementedError  # the hub's
+        """Arm the one timer at the session's next deadline (the hub's)."""
 
     def _audit(self, event: str, link: Link | None, detail: str = "", call_id: str | None = None) -> None:
         self.session.audit(event, link=link, call_id=call_id, detail=detail)
