@@ -7,14 +7,17 @@ the runtime asks, the clock — and after each input applies its output in one p
 
 1. commit the store changes (one transaction);
 2. apply the registry changes (an App's declared tools);
-3. hand the messages to the links (which only queue);
-4. wake the callers whose calls ended;
+3. wake the callers whose calls ended (they run once the flush is done);
+4. hand the messages to the links (which only queue);
 
 so no ``tool.call`` and no terminal notice ever leaves before the row it depends on is
-committed, whatever the transport. Then it runs the events that need the runtime (text typed
-in the App, stop, tools declared, an App calling an agent tool). Argument checks and in-process
-tools are :mod:`lineup_plugin.tools`'; files :mod:`lineup_plugin.uploads`'; writing what can be
-of a batch the store failed on is the store's (:meth:`Store.salvage <lineup_plugin.store.Store.salvage>`).
+committed, whatever the transport. The callers are woken before the links are handed their
+messages, so a caller's next call is queued before the links write: a call's outcome and the
+next call leave in one write to the socket (see ``DirectLink``). Then it runs the events that
+need the runtime (text typed in the App, stop, tools declared, an App calling an agent tool).
+Argument checks and in-process tools are :mod:`lineup_plugin.tools`'; files
+:mod:`lineup_plugin.uploads`'; writing what can be of a batch the store failed on is the
+store's (:meth:`Store.salvage <lineup_plugin.store.Store.salvage>`).
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ class Hub(AgentSide):
     # ------------------------------------------------------------------------ the one flush
 
     def _flush(self, *, retry: bool = True) -> list[Event]:
-        """Apply what the session produced: commit, registry, send, wake; returns the runtime's events."""
+        """Apply what the session produced: commit, registry, wake, send; returns the runtime's events."""
         batch = self.session.take()
         failed: set[str] | frozenset[str] = _NONE
         if not self.store.write_deferred():
@@ -166,6 +169,13 @@ class Hub(AgentSide):
                     self._retry_later()
         for change in batch.registry:
             self.session.registry_applied(change, self.catalog.apply(change))
+        unsaved = [call for call in batch.ended if call.call_id in failed] if failed else []
+        for call in batch.ended:
+            assert call.result is not None
+            if call.call_id not in failed:
+                for waiter in self._waiters.pop(call.call_id, ()):
+                    if not waiter.done():  # a cancelled caller's wait is done already
+                        waiter.set_result(call.result)
         for message in batch.messages:
             if isinstance(message, Send):
                 try:
@@ -174,13 +184,6 @@ class Hub(AgentSide):
                     log.info("send to %s failed: %s", message.link.name, exc)
             else:
                 message.link.close(message.code, message.reason)
-        unsaved = [call for call in batch.ended if call.call_id in failed] if failed else []
-        for call in batch.ended:
-            assert call.result is not None
-            if call.call_id not in failed:
-                for waiter in self._waiters.pop(call.call_id, ()):
-                    if not waiter.done():  # a cancelled caller's wait is done already
-                        waiter.set_result(call.result)
         for watch in self.watchers:
             watch(batch)
         for call in unsaved:  # the model and every App are told, in a batch of their own

@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections import Counter
+from collections import Counter, deque
 from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -60,6 +60,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from ...errors import TransportError
 from ...hub import Hub
@@ -149,10 +150,14 @@ class _Close:
 class DirectLink:
     """One App WebSocket connection, as a :class:`~lineup_plugin.ports.Link`.
 
-    :meth:`send` does not wait on the App: messages go onto a queue that a writer task drains.
-    A burst (a welcome with many live calls) may pass ``max_queue`` for a moment; if the queue
-    is still over ``max_queue`` once the writer had its turn, the App is not reading: this
-    connection alone is closed (1008) and later sends raise TransportError.
+    :meth:`send` does not wait on the App: messages go onto a queue. Once per turn of the event
+    loop, what the hub queued is written in one go — every message its own WebSocket frame, the
+    frames in one write to the socket (a call's outcome and the next call leave together), as
+    websockets' own ``broadcast`` writes. While the socket's buffer is over its limit (the App
+    is not reading fast enough) a writer task sends the queue message by message, waiting for
+    room. A burst (a welcome with many live calls) may pass ``max_queue`` for a moment; if the
+    queue is still over ``max_queue`` once the writer had its turn, the App is not reading:
+    this connection alone is closed (1008) and later sends raise TransportError.
     """
 
     #: a WebSocket message has no limit of its own (the App's frames are bounded by the server)
@@ -165,8 +170,13 @@ class DirectLink:
         self.close_reason: str | None = None
         self._max_queue = max_queue
         self._close_timeout = close_timeout
-        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+        self._queue: deque[str | _Close] = deque()
+        self._loop = asyncio.get_running_loop()
         self._check_due = False
+        self._write_due = False
+        #: the writer task has the queue (the socket is full, or a close is next): no write in the loop's turn
+        self._slow = False
+        self._wake = asyncio.Event()
         self._writer = asyncio.create_task(self._write(), name=f"lineup-writer-{name}")
         self._closer: asyncio.Task[None] | None = None
 
@@ -174,15 +184,42 @@ class DirectLink:
         """Queue one encoded envelope for the App."""
         if self.close_reason is not None:
             raise TransportError(f"{self.name}: connection closing ({self.close_reason})")
-        self._queue.put_nowait(text)
-        if self._queue.qsize() > self._max_queue and not self._check_due:
+        self._queue.append(text)
+        if not self._write_due and not self._slow:
+            self._write_due = True
+            self._loop.call_soon(self._write_queued)
+        if len(self._queue) > self._max_queue and not self._check_due:
             self._check_due = True  # judged after the writer's turn (it was woken first)
-            asyncio.get_running_loop().call_soon(self._check_reading)
+            self._loop.call_soon(self._check_reading)
+
+    def _write_queued(self) -> None:
+        """Write what is queued in one write to the socket; the writer task takes over when that cannot be."""
+        self._write_due = False
+        if self._slow or self._closer is not None or self._writer.done():
+            return
+        connection, queue = self.connection, self._queue
+        transport = connection.transport
+        if connection.protocol.state is State.OPEN and not transport.is_closing():
+            protocol = connection.protocol
+            room = connection.write_limit[0] - transport.get_write_buffer_size()
+            while queue and room >= 0:
+                item = queue[0]
+                if not isinstance(item, str):
+                    break
+                queue.popleft()
+                protocol.send_text(item.encode())
+                room -= len(item)
+            frames = protocol.data_to_send()
+            if frames:
+                transport.write(b"".join(frames))
+        if queue:  # a close next, the socket's buffer full or the connection closing: the writer task goes on
+            self._slow = True
+            self._wake.set()
 
     def _check_reading(self) -> None:
         self._check_due = False
-        if self._queue.qsize() > self._max_queue and self.close_reason is None:
-            log.warning("closing %s: %d messages wait unsent (it is not reading)", self.name, self._queue.qsize())
+        if len(self._queue) > self._max_queue and self.close_reason is None:
+            log.warning("closing %s: %d messages wait unsent (it is not reading)", self.name, len(self._queue))
             self.shut(POLICY_VIOLATION, QUEUE_FULL)
 
     def close(self, code: int, reason: str) -> None:
@@ -195,7 +232,10 @@ class DirectLink:
             return
         self.close_reason = reason
         if flush:
-            self._queue.put_nowait(_Close(code, reason))
+            self._queue.append(_Close(code, reason))
+            if not self._write_due and not self._slow:
+                self._write_due = True
+                self._loop.call_soon(self._write_queued)
             return
         self._writer.cancel()
         self._closer = asyncio.create_task(close_connection(self.connection, code, reason, self._close_timeout))
@@ -208,13 +248,18 @@ class DirectLink:
         await asyncio.wait(pending)
 
     async def _write(self) -> None:
+        queue = self._queue
         try:
             while True:
-                item = await self._queue.get()
-                if isinstance(item, _Close):
-                    await close_connection(self.connection, item.code, item.reason, self._close_timeout)
-                    return
-                await self.connection.send(item)
+                await self._wake.wait()
+                self._wake.clear()
+                while queue:
+                    item = queue.popleft()
+                    if isinstance(item, _Close):
+                        await close_connection(self.connection, item.code, item.reason, self._close_timeout)
+                        return
+                    await self.connection.send(item)  # waits while the socket's buffer is full
+                self._slow = False
         except ConnectionClosed:
             if self.close_reason is None:
                 self.close_reason = "the App closed the connection"
