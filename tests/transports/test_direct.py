@@ -370,6 +370,30 @@ async def test_slow_reader_overflows_its_queue_and_alone_is_closed(tmp_path: Pat
         await good.close()
 
 
+async def test_what_one_turn_of_the_loop_queues_leaves_in_one_write_each_message_its_own_frame(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as server:
+        app = await WsApp.connect(server, "phone", compression=None)
+        await app.next("agent.status")  # the end of the welcome
+        link = next(p.link for p in server.hub.peers if p.device_id == "phone")
+        transport = link.connection.transport  # type: ignore[attr-defined]
+        writes: list[bytes] = []
+        write = transport.write
+
+        def counted(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        transport.write = counted
+        for index in range(3):  # no await yields between them: one turn of the loop
+            await server.hub.send_text(f"line {index}")
+        texts = [(await app.next("text")).payload.text for _ in range(3)]  # type: ignore[union-attr]
+        assert texts == ["line 0", "line 1", "line 2"]
+        assert len(writes) == 1
+        await app.close()
+
+
 async def test_burst_larger_than_the_queue_reaches_an_app_that_reads(tmp_path: Path) -> None:
     async with running(tmp_path, settings={"max_queue": 2}) as server:
         app = await WsApp.connect(server, "phone")
