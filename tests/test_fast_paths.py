@@ -19,6 +19,9 @@ encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))`
                                             (the model dump)                          clock's timestamp or now
 history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the       the same text, the same entry
 ``Record.entry`` (model_construct)          record's fields, then dumped
+storable check: ``codec._storable``          ``codec._refuse`` (the walk that keeps    storable or not (the walk then
+(``check_storable`` without a path per      every value's path)                       names the place)
+value)
 seen check: ``SQLiteStore.was_seen`` (the   ``SELECT 1 FROM seen`` on the store's     seen or not, through inserts,
 ids it keeps in memory)                     file                                      repeats, pruning, failed
                                                                                       commits and reopening
@@ -27,8 +30,10 @@ ids it keeps in memory)                     file                                
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import re
 import uuid
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
@@ -700,6 +705,41 @@ def test_a_history_record_is_written_as_its_validated_entry(
     slow = HistoryEntry.model_validate(json.loads(record.entry().model_dump_json(exclude_none=True)))
     assert HistoryEntry.model_validate_json(record.json()) == slow
     assert record.json() == slow.model_dump_json(exclude_none=True)
+
+
+UNSTORABLE = st.sampled_from(["\ud800", "ok\udfff", float("inf"), float("-inf"), float("nan")])
+STORABLE_OR_NOT = st.recursive(
+    json_values | UNSTORABLE,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=10) | st.sampled_from(["\ud800"]), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for index in range(depth):
+        value = [value] if index % 2 else {"k": value}
+    return value
+
+
+@EXAMPLES
+@given(value=STORABLE_OR_NOT | st.builds(_nested, st.integers(25, 40), json_values | UNSTORABLE))
+def test_the_storable_check_agrees_with_the_walk_that_names_the_place(value: Any) -> None:
+    try:
+        codec._refuse(value, "arguments")
+    except ProtocolError as exc:
+        refused: str | None = str(exc)
+    else:
+        refused = None
+    assert codec._storable(value) is (refused is None)
+    with pytest.raises(ProtocolError) if refused else contextlib.nullcontext():
+        codec.check_storable(value, "arguments")
+    if refused:
+        with pytest.raises(ProtocolError, match=re.escape(refused)):
+            codec.check_storable(value, "arguments")
 
 
 IDS_SEEN = [f"msg_{n}" for n in range(8)]

@@ -217,6 +217,12 @@ def check_storable(data: Any, path: str = "") -> None:
     valid Unicode), a number that is not finite (``1e999``) or nesting deeper than
     :data:`MAX_DEPTH`.
     """
+    if not _storable(data):  # the common case told fast, without building a path for every value
+        _refuse(data, path)
+
+
+def _refuse(data: Any, path: str = "") -> None:
+    """:func:`check_storable` the slow way: the walk that keeps every value's path, to name the place."""
     stack: list[tuple[Any, str, int]] = [(data, path, 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -233,6 +239,40 @@ def check_storable(data: Any, path: str = "") -> None:
                 if isinstance(key, str):
                     _check_text(key, where)
                 stack.append((item, f"{where}.{key}" if where else str(key), depth + 1))
+
+
+def _storable(data: Any) -> bool:
+    """Whether :func:`check_storable` finds nothing to refuse in ``data`` (the same walk, no paths kept)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and not _valid_text(value):
+                return False
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return False
+        elif isinstance(value, dict):
+            if depth >= MAX_DEPTH:
+                return False
+            for key, item in value.items():
+                if isinstance(key, str) and not key.isascii() and not _valid_text(key):
+                    return False
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            if depth >= MAX_DEPTH:
+                return False
+            for item in value:
+                stack.append((item, depth + 1))
+    return True
+
+
+def _valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_text(text: str, where: str) -> None:
