@@ -185,12 +185,16 @@ class DirectLink:
         if self.close_reason is not None:
             raise TransportError(f"{self.name}: connection closing ({self.close_reason})")
         self._queue.append(text)
-        if not self._write_due and not self._slow:
-            self._write_due = True
-            self._loop.call_soon(self._write_queued)
+        self._write_soon()
         if len(self._queue) > self._max_queue and not self._check_due:
             self._check_due = True  # judged after the writer's turn (it was woken first)
             self._loop.call_soon(self._check_reading)
+
+    def _write_soon(self) -> None:
+        """Write the queue once what runs now is done, in one callback (unless the writer task has it)."""
+        if not self._write_due and not self._slow:
+            self._write_due = True
+            self._loop.call_soon(self._write_queued)
 
     def _write_queued(self) -> None:
         """Write what is queued in one write to the socket; the writer task takes over when that cannot be."""
@@ -233,9 +237,7 @@ class DirectLink:
         self.close_reason = reason
         if flush:
             self._queue.append(_Close(code, reason))
-            if not self._write_due and not self._slow:
-                self._write_due = True
-                self._loop.call_soon(self._write_queued)
+            self._write_soon()
             return
         self._writer.cancel()
         self._closer = asyncio.create_task(close_connection(self.connection, code, reason, self._close_timeout))
