@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.errors import TransportError
-from lineup_plugin.protocol.messages import CallOutcome, Error, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import CallOutcome, Error, Text, ToolCancel, ToolList, ToolResult
 from lineup_plugin.transports.app_files import packaged_app
 from lineup_plugin.transports.direct.auth import AuthThrottle
 from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, DirectServer, Limits
@@ -391,6 +391,45 @@ async def test_what_one_turn_of_the_loop_queues_leaves_in_one_write_each_message
         texts = [(await app.next("text")).payload.text for _ in range(3)]  # type: ignore[union-attr]
         assert texts == ["line 0", "line 1", "line 2"]
         assert len(writes) == 1
+        await app.close()
+
+
+CHOICE = {"question": "Deploy where?", "options": ["test", "staging"]}
+ANSWER = {"selected": "staging", "index": 1}
+
+
+async def test_a_calls_verdict_and_the_callers_next_call_leave_in_one_write(tmp_path: Path) -> None:
+    async with running(tmp_path) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone", compression=None)
+        await app.next("agent.status")  # the end of the welcome
+        link = next(p.link for p in hub.peers if p.device_id == "phone")
+        transport = link.connection.transport  # type: ignore[attr-defined]
+        writes: list[bytes] = []
+        write = transport.write
+
+        def counted(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        transport.write = counted
+
+        async def answer_two() -> None:
+            for _ in range(2):
+                call = await app.next_call()
+                await app.send(ToolResult(call_id=call.call_id, status="completed", result=ANSWER))
+
+        async def two_calls() -> tuple[ToolResult, ToolResult]:
+            first = await hub.call("choice", CHOICE)
+            return first, await hub.call("choice", CHOICE)  # made as the first returns, in the same task
+
+        answering = asyncio.create_task(answer_two())
+        first, second = await asyncio.wait_for(two_calls(), 30)  # a backstop, not a timing
+        await asyncio.wait_for(answering, 30)
+        assert first.status == second.status == "completed"
+        verdict = next(index for index, data in enumerate(writes) if b'"lineup.v1.tool.cancel"' in data)
+        assert first.call_id.encode() in writes[verdict]
+        assert second.call_id.encode() in writes[verdict]  # the verdict and the next call: one write
         await app.close()
 
 
