@@ -11,8 +11,9 @@ file and the threads.
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
-seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, or a text over
-:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters is told why and closed. A call id
+seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, a text over
+:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters, or during its call anything but a
+cancel or an answer of that call, is told why and closed (an open call is then withdrawn). A call id
 belongs to the connection that asked it: another connection asking the same id while it waits,
 or asking for a call this process made itself, is refused (and its leaving cancels nothing).
 
@@ -48,9 +49,12 @@ from typing import Any
 from ..errors import HandedOverError, LineUpError, ProtocolError
 from ..ports import Link
 from ..private import private_dir
+from ..protocol.base import bounded
 from ..protocol.forward import (
     FORWARDER,
     MAX_LINE,
+    MAX_REASON,
+    SERVER_DURING_CALL,
     SERVER_HELLO,
     SERVER_REQUEST,
     AnswerLine,
@@ -66,7 +70,6 @@ from ..protocol.forward import (
     TextLine,
     decode_line,
     encode_line,
-    parse_line,
 )
 from ..protocol.live import INTERRUPTED
 from ..protocol.messages import MAX_TEXT, Origin, ToolResult
@@ -84,6 +87,8 @@ MAX_FORWARDED = 256
 _MAX_SOCKET_PATH = 100
 #: why a forwarded call is cancelled when its process goes away while it is open
 ASKER_GONE = "the agent process that asked has ended"
+#: why a forwarded call is cancelled when its process sends a line the server refuses (it is told why)
+ASKER_REFUSED = "the agent process that asked sent a line LineUp cannot take"
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -151,7 +156,7 @@ class ForwardLink:
     def close(self, code: int, reason: str) -> None:
         """Say why (``code`` is not sent: the line protocol has none) and close the connection."""
         with contextlib.suppress(Exception):
-            self.put(ErrorLine(message=reason))
+            self.put(ErrorLine(message=bounded(reason)))
         self.writer.close()
 
 
@@ -226,7 +231,7 @@ class ForwardServer:
         links = set(self.open_calls.values())
         for link in links:
             with contextlib.suppress(Exception):
-                link.put(Interrupt(reason=reason))
+                link.put(Interrupt(reason=reason[:MAX_REASON]))
         return len(links)
 
     # one connection ------------------------------------------------------------------
@@ -314,13 +319,8 @@ class ForwardServer:
         if known is not None and not known.forwarded:
             raise ProtocolError(f"call_id: {call_id!r} is a call this process made, not a forwarded one")
 
-    async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
+    async def _answer(self, call_id: str, answer: AnswerLine) -> None:
         """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
-        try:
-            answer = AnswerLine.model_validate(message)
-        except ValueError as exc:
-            log.info("lineup: a forwarded answer to %s was refused: %s", call_id, exc)
-            return
         if answer.result.call_id != call_id:
             log.info("lineup: a forwarded answer for another call was refused (call %s)", call_id)
             return
@@ -345,7 +345,8 @@ class ForwardServer:
     async def _until_result(
         self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
     ) -> ToolResult | None:
-        """The call's end, reading the forwarder's cancels meanwhile; None if it went away or was handed over."""
+        """The call's end, reading the forwarder's cancels and answers meanwhile; None if it went away or was
+        handed over; ProtocolError (the call withdrawn) for a line that is neither."""
         reading: asyncio.Task[bytes | None] | None = None
         try:
             while True:
@@ -360,24 +361,40 @@ class ForwardServer:
                         return None
                 try:
                     raw = reading.result()
-                    message = parse_line(raw) if raw is not None else None
-                except ProtocolError:
-                    message = None  # a broken forwarder is one that went away
+                    line = _during_call(call_id, raw) if raw is not None else None
+                except ProtocolError:  # told why, then closed: its call ends with it
+                    await self._withdraw(call_id, waiting, ASKER_REFUSED)
+                    raise
                 reading = None
-                if message is None:  # the asking process is gone: nobody will read an answer
-                    if not self._closing:
-                        await self.hub.cancel(call_id, ASKER_GONE)
-                        with contextlib.suppress(Exception):
-                            await waiting
+                if line is None:  # the asking process is gone: nobody will read an answer
+                    await self._withdraw(call_id, waiting, ASKER_GONE)
                     return None
-                if message.get("op") == "cancel":
-                    reason = message.get("reason")
-                    await self.hub.cancel(call_id, reason if isinstance(reason, str) else INTERRUPTED)
-                elif message.get("op") == "answer":
-                    await self._answer(call_id, message)
+                if isinstance(line, CancelLine):
+                    await self.hub.cancel(call_id, INTERRUPTED if line.reason is None else line.reason)
+                else:
+                    await self._answer(call_id, line)
         finally:
             if reading is not None and not reading.done():
                 reading.cancel()
+
+    async def _withdraw(self, call_id: str, waiting: asyncio.Future[ToolResult], reason: str) -> None:
+        """Cancel a forwarded call whose asker will not read its result (unless this server is closing:
+        then the call is handed over) and wait for its end."""
+        if self._closing:
+            return
+        await self.hub.cancel(call_id, reason)
+        with contextlib.suppress(Exception):
+            await waiting
+
+
+def _during_call(call_id: str, raw: bytes) -> CancelLine | AnswerLine:
+    """A line the forwarder sent while its call ``call_id`` is open: a cancel or an answer of that call;
+    ProtocolError saying why not."""
+    line = decode_line(raw, *SERVER_DURING_CALL)
+    assert isinstance(line, CancelLine | AnswerLine)
+    if isinstance(line, CancelLine) and line.call_id is not None and line.call_id != call_id:
+        raise ProtocolError(f"call_id: {line.call_id!r} is not this connection's call")
+    return line
 
 
 def conversation_ref(conversation: Conversation | None) -> ConversationRef | None:
@@ -464,6 +481,8 @@ class Forwarder:
         A text is cut to :data:`MAX_TEXT` characters, as the serving process cuts its own replies."""
         if isinstance(message, TextLine) and len(message.text) > MAX_TEXT:
             message = message.model_copy(update={"text": message.text[:MAX_TEXT]})
+        if isinstance(message, StatusLine) and message.detail is not None and len(message.detail) > MAX_REASON:
+            message = message.model_copy(update={"detail": bounded(message.detail)})
         with self._connect(timeout) as sock:
             try:
                 sock.sendall(encode_line(message))

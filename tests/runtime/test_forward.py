@@ -26,6 +26,7 @@ import pytest
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
+from lineup_plugin.protocol.forward import MAX_REASON
 from lineup_plugin.protocol.messages import MAX_TEXT, AgentStop, Text, ToolCall, ToolCancel, ToolResult
 from lineup_plugin.protocol.session import RESTARTED
 from lineup_plugin.runtime import forward
@@ -172,8 +173,10 @@ async def test_two_processes_ask_at_once_and_each_gets_its_own_answer(tmp_path: 
     try:
         assert gateway.ensure_started("test")
         app = await connect(port)
-        asks = {"first": Asking(first, args={"question": "first?", "options": ["a", "b"]}),
-                "second": Asking(second, args={"question": "second?", "options": ["c", "d"]})}
+        asks = {
+            "first": Asking(first, args={"question": "first?", "options": ["a", "b"]}),
+            "second": Asking(second, args={"question": "second?", "options": ["c", "d"]}),
+        }
         calls = [await app.next_call(), await app.next_call()]
         for call in calls:
             await app.answer(call, selected=call.arguments["options"][1], index=1)
@@ -291,6 +294,52 @@ async def test_a_forwarding_process_that_dies_has_its_card_cancelled(
     sock.close()
     cancel = (await app.next("tool.cancel")).payload
     assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
+    await app.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ({"op": "cancel", "reason": {"html": "<b>"}}, "reason: input should be a valid string"),
+        ({"op": "cancel", "reason": "x" * (MAX_REASON + 1)}, f"reason: string should have at most {MAX_REASON}"),
+        ({"op": "cancel", "call_id": "another-call"}, "'another-call' is not this connection's call"),
+        ({"op": "shout"}, "expected a cancel or an answer"),
+        ({"op": "call", "call_id": "c2", "name": "choice"}, "expected a cancel or an answer"),
+        ({"op": "answer", "surface": "mcp-host", "result": {"status": "maybe"}}, "result"),
+    ],
+    ids=["reason-object", "reason-too-long", "another-call", "unknown-op", "second-call", "bad-answer"],
+)
+async def test_a_bad_line_during_a_forwarded_call_is_refused_saying_why_and_its_card_withdrawn(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path, line: dict[str, Any], says: str
+) -> None:
+    """A cancel's reason went unchecked into the result, the store and every App; unknown ops were ignored."""
+    app = await connect(port)
+    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-of-a-broken-forwarder")
+    assert (await app.next_call()).call_id == "call-of-a-broken-forwarder"
+    sock.sendall(json.dumps(line).encode() + b"\n")
+    sock.settimeout(30)
+    refused = json.loads(await asyncio.to_thread(sock.recv, 65536))
+    sock.close()
+    assert refused["op"] == "error" and says in refused["message"]
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_REFUSED
+    await app.close()
+
+
+async def test_a_forwarders_cancel_shows_its_reason_on_the_app(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+) -> None:
+    app = await connect(port)
+    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-cancelled-with-a-reason")
+    assert (await app.next_call()).call_id == "call-cancelled-with-a-reason"
+    cancel_line = {"op": "cancel", "call_id": "call-cancelled-with-a-reason", "reason": "the CLI was closed"}
+    sock.sendall(json.dumps(cancel_line).encode() + b"\n")
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == "the CLI was closed"
+    sock.settimeout(30)
+    result = json.loads(await asyncio.to_thread(sock.recv, 65536))
+    sock.close()
+    assert result["op"] == "result" and result["result"]["status"] == "cancelled"
     await app.close()
 
 
@@ -469,6 +518,10 @@ async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
     assert status.detail == "the one-shot chat"  # type: ignore[union-attr]
     await asyncio.to_thread(chat.send_text, "Deploying to staging.")
     assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
+    await asyncio.to_thread(chat.report_status, "failed", "d" * (MAX_REASON + 500))  # a long error: cut, not lost
+    while (status := (await app.next("agent.status")).payload).state != "failed":  # type: ignore[union-attr]
+        pass
+    assert status.detail is not None and status.detail.startswith("ddd") and len(status.detail) == MAX_REASON  # type: ignore[union-attr]
     await app.close()
 
 
