@@ -1,10 +1,11 @@
 """The forwarding protocol: the agent's processes that do not serve the App ask through the one that does.
 
-Sans-I/O, like the session core: the lines are pydantic models, :func:`encode_line` and
-:class:`Reader` turn them into bytes and back (one JSON object per line, at most
-:data:`MAX_LINE` bytes), and :class:`HandOver` decides, on an injected clock, when a call whose
-serving process went away is tried again and when to give up. The sockets, the token file and
-the threads are :mod:`lineup_plugin.runtime.forward`'s.
+Sans-I/O, like the session core: the lines are pydantic models, :func:`encode_line` turns one
+into bytes and :func:`decode_line` turns bytes back into the line a step of the connection expects
+(:data:`SERVER_HELLO`, :data:`SERVER_REQUEST`, :data:`SERVER_DURING_CALL`, :data:`FORWARDER`; one
+JSON object per line, at most :data:`MAX_LINE` bytes), and :class:`HandOver` decides, on an
+injected clock, when a call whose serving process went away is tried again and when to give up.
+The sockets, the token file and the threads are :mod:`lineup_plugin.runtime.forward`'s.
 
 ::
 
