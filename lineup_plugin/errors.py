@@ -11,6 +11,7 @@ The hierarchy::
     │   ├── ArgumentsError       a call's arguments do not match the action's inputSchema
     │   └── RendererError        a plugin's App renderer cannot be registered (missing, too big, not its tool)
     ├── HandedOverError          this process stopped serving: a live call goes on in the next one
+    ├── OwnerUnreachable         the process serving the App cannot be reached to forward a call (try again)
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
@@ -76,6 +77,11 @@ class RendererError(ToolError):
 
 class HandedOverError(LineUpError):
     """This process stopped serving while a call was live: the call goes on in the process that serves next."""
+
+
+class OwnerUnreachable(LineUpError):
+    """The process that serves the App could not be reached, or went away before a forwarded call ended:
+    the forwarding process tries again (it may serve itself now)."""
 
 
 class ConfigError(LineUpError):

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HandedOverError, LineUpError, ProtocolError
+from ..errors import HandedOverError, LineUpError, OwnerUnreachable, ProtocolError
 from ..ports import Link
 from ..private import private_dir
 from ..protocol.base import bounded
@@ -411,10 +411,6 @@ def _read_end(task: asyncio.Future[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- the forwarder
-
-
-class OwnerUnreachable(Exception):
-    """The serving process could not be reached, or went away before the call ended (try again)."""
 
 
 @dataclass

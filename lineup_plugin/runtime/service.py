@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import LineUpError, TransportError
+from ..errors import LineUpError, OwnerUnreachable, TransportError
 from .base import AgentRuntime, Conversation, ToolBridge, result_json
 from .lock import Owner, ServerLock, program
 
@@ -441,7 +441,7 @@ class LineUpService:
         from ..hub import failure
         from ..protocol import codec
         from ..protocol.forward import HandOver
-        from .forward import OwnerUnreachable, platform_supported
+        from .forward import platform_supported
 
         call_id = codec.new_id("call")
         self.runtime.call_started(call_id)
