@@ -48,7 +48,7 @@ from typing import Any
 
 from ..errors import HandedOverError, LineUpError, OwnerUnreachable, ProtocolError
 from ..ports import Link
-from ..private import private_dir
+from ..private import private_dir, write_private
 from ..protocol.base import bounded
 from ..protocol.forward import (
     FORWARDER,
@@ -110,15 +110,6 @@ def _private_dir(path: Path) -> None:
     if hasattr(os, "getuid") and path.stat().st_uid != os.getuid():
         raise LineUpError(f"lineup: {path} belongs to another user; refusing to put the forwarding socket there")
     private_dir(path)
-
-
-def _write_token(path: Path, token: str) -> None:
-    """Write ``token`` to ``path`` readable by this user only (a new file each time, renamed in place)."""
-    part = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(token)
-    os.replace(part, path)
 
 
 def _peer_uid(sock: socket.socket | None) -> int | None:
@@ -193,7 +184,7 @@ class ForwardServer:
         _private_dir(self.data_dir)
         _private_dir(self.path.parent)
         self._token = secrets.token_urlsafe(32)
-        _write_token(self.token_path, self._token)
+        write_private(self.token_path, self._token.encode("ascii"))  # a new file each time, renamed in place
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by a process that was killed: we hold the lock, so it is stale
         old_umask = os.umask(0o177)
