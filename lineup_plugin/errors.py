@@ -17,6 +17,7 @@ The hierarchy::
     │   └── StoreBusyError       another process already holds the store's database file
     ├── MediaError               a file sent either way was refused (too large, wrong type, damaged...)
     ├── PushError                a Web Push subscription was refused, or the push keys cannot be kept
+    │   └── PushServiceNotAllowed    its endpoint is at a push service the push_services setting does not name
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -106,6 +107,10 @@ class MediaError(LineUpError):
 
 class PushError(LineUpError):
     """A Web Push subscription was refused (the message says why), or the push keys cannot be kept."""
+
+
+class PushServiceNotAllowed(PushError):
+    """A Web Push subscription's endpoint is at a push service the ``push_services`` setting does not name."""
 
 
 class TransportError(LineUpError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import PushError
+from ..errors import PushError, PushServiceNotAllowed
 from ..private import write_private
 from .message import Subscription
 from .services import PUSH_SERVICES
@@ -84,9 +84,7 @@ class Subscriptions:
             for item in data["subscriptions"]:
                 try:
                     entries.append(Entry.from_json(item, services))
-                except PushError as exc:
-                    if "push_services" not in str(exc):
-                        raise
+                except PushServiceNotAllowed as exc:  # the setting changed: dropped, the App subscribes again
                     log.info("push: %s", exc)
         except FileNotFoundError:
             return found

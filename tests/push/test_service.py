@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.errors import PushError
+from lineup_plugin.errors import PushError, PushServiceNotAllowed
 from lineup_plugin.push.message import CLOSE_TTL, PADDED_SIZE, closes_allowed, topic
 from lineup_plugin.push.service import PushService, token_credential
 from lineup_plugin.push.subscriptions import FILE_NAME, Subscriptions
@@ -388,7 +388,9 @@ def test_an_endpoint_off_the_known_push_services_is_refused(tmp_path: Path) -> N
     # the App cannot make the agent post wherever it likes
     push = PushService(tmp_path, contact=CONTACT)
     for endpoint in ("https://evil.example/x", "https://fcm.googleapis.com.evil.example/x", "http://127.0.0.1:9/x"):
-        with pytest.raises(PushError, match="not a known push service; add it to the push_services setting"):
+        with pytest.raises(
+            PushServiceNotAllowed, match="not a known push service; add it to the push_services setting"
+        ):
             push.subscribe("phone", Subscriber(endpoint).subscription())
     for endpoint in ("https://fcm.googleapis.com/fcm/send/x", "https://web.push.apple.com/x"):
         push.subscribe("phone", Subscriber(endpoint).subscription())
@@ -401,6 +403,20 @@ def test_a_kept_subscription_off_the_push_services_now_set_is_dropped(tmp_path: 
     )
     assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 1
     assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
+    assert not (tmp_path / f"{FILE_NAME}.damaged").exists()  # dropped by its error's type, not set aside
+
+
+def test_a_kept_subscription_with_a_bad_key_sets_the_file_aside_rather_than_being_dropped(tmp_path: Path) -> None:
+    """Only a subscription at a push service no longer allowed is dropped (told by its error's type,
+    :class:`PushServiceNotAllowed`, once by the words of its message); any other bad entry is damage."""
+    PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe(
+        "phone", Subscriber("https://push.example/x").subscription()
+    )
+    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    kept["subscriptions"][0]["keys"]["p256dh"] = "not-a-key"
+    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 0
+    assert (tmp_path / f"{FILE_NAME}.damaged").exists()
 
 
 def test_the_same_subscription_sent_again_writes_nothing(tmp_path: Path) -> None:
