@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin import private
 from lineup_plugin.private import write_private
 
 
@@ -63,7 +62,7 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
     def disk_full(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(private.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(OSError, match="No space left"):
         write_private(path, b"new")
     monkeypatch.undo()
