@@ -307,7 +307,9 @@ class Hub(AgentSide):
             await _maybe_await(self.on_text(event.device_id, event.text) if self.on_text else None)
             return
         links = [peer.link for peer in self.peers if peer.device_id == event.device_id]
-        files = self.files.with_text(event.attachments, links)
+        files = self.files.with_text(event.attachments, links, ref=event.ref)
+        if files is not None:
+            self.session.keep_text(event)  # committed before the runtime hears of it
         self._flush()
         if files is None:
             return
