@@ -110,3 +110,21 @@ def test_ended_replies_are_remembered_within_a_bound() -> None:
         replies.interrupt()
     assert replies.update("m0", "xy") is not None  # forgotten: a new reply of that id is possible again
     assert replies.update(f"m{ENDED_KEPT + 9}", "xy") is None
+
+
+def test_a_reply_settled_again_with_the_same_text_sends_nothing_with_new_text_it_is_sent() -> None:
+    replies = Replies()
+    replies.update("m1", "Hello")
+    first = replies.settle("m1", "Hello, world")
+    assert first is not None and first.text == "Hello, world"
+    assert replies.settle("m1", "Hello, world") is None  # a final edit of the same text: the App has it
+    again = replies.settle("m1", "Hello, world!")  # the runtime edited it: every device is told
+    assert again is not None and again.text == "Hello, world!"
+
+
+def test_settled_replies_are_remembered_within_a_bound() -> None:
+    replies = Replies()
+    for number in range(ENDED_KEPT + 10):
+        assert replies.settle(f"m{number}", "same") is not None
+    assert replies.settle("m0", "same") is not None  # forgotten: sent again
+    assert replies.settle(f"m{ENDED_KEPT + 9}", "same") is None
