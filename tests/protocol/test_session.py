@@ -744,7 +744,7 @@ def test_app_cancel_ends_the_call_cancelled_with_the_apps_reason_and_tells_the_o
     [ended] = batch.ended
     assert ended.state is CallState.CANCELLED
     assert ended.result is not None and ended.result.result == {"message": "not now"}
-    assert [c.call_id for c in cancels(batch, "laptop")] == ["c1"]
+    assert [(c.call_id, c.reason) for c in cancels(batch, "laptop")] == [("c1", "not now")]  # not "answered"
     verdict = CallOutcome(status="cancelled", result={"message": "not now"}, device_id="phone")
     assert [c.outcome for c in cancels(batch, "phone")] == [verdict]  # its card shows how the call ended too
     assert rig.records.calls["c1"].state is CallState.CANCELLED
