@@ -252,13 +252,8 @@ class Session(Generic[L]):
             return Wants(message.id, () if live is not None else (payload.call_id,))
         if isinstance(payload, DeviceHello):
             open_calls = tuple(c for c in payload.open_calls if self.calls.live(c) is None)
-            last_seq, history_id = payload.last_seq, payload.history_id
-            newest = payload.newest_first
-            query = None if last_seq is None else self.history.query(last_seq, history_id, newest_first=newest)
-            return Wants(message.id if state.attached else None, open_calls, query)
-        if isinstance(payload, HistoryOlder) and state.attached:
-            return Wants(message.id, (), self.history.older_query(payload))
-        return Wants(message.id) if state.attached else NO_WANTS
+            return Wants(message.id if state.attached else None, open_calls, self.history.wanted(payload))
+        return Wants(message.id, (), self.history.wanted(payload)) if state.attached else NO_WANTS
 
     def receive(self, link: L, message: Envelope, known: Known = NOTHING) -> None:
         """Handle one decoded envelope from ``link``, with what the store knows of it (a duplicate id is dropped)."""

@@ -30,11 +30,13 @@ from .messages import (
     MAX_TITLE,
     Attachment,
     ConversationInfo,
+    DeviceHello,
     Error,
     History,
     HistoryEntry,
     HistoryEvent,
     HistoryOlder,
+    Payload,
 )
 from .outputs import Batch, L, Outbox
 from .reads import HistoryQuery, Kept
@@ -208,12 +210,19 @@ class Timeline(Generic[L]):
             return lambda: None
         return rest
 
+    def wanted(self, payload: Payload) -> HistoryQuery | None:
+        """What the store must read of the history for ``payload`` from a device: what a hello's
+        ``last_seq`` missed (:meth:`query`), the page a ``history.older`` asks for; None when nothing."""
+        if isinstance(payload, DeviceHello) and payload.last_seq is not None:
+            return self.query(payload.last_seq, payload.history_id, newest_first=payload.newest_first)
+        return self.older_query(payload) if isinstance(payload, HistoryOlder) else None
+
     def _unknown(self, request: HistoryOlder) -> str | None:
         """Why ``request`` names no seq of this history, or None."""
         if request.history_id is not None and request.history_id != self.history_id:
             return f"history.older names history {request.history_id!r}, not the agent's: catch up with device.hello"
         if request.before > self.head + 1:
-            return f"history.older names seq {request.before}, past the newest ({self.head}): catch up with device.hello"
+            return f"history.older names seq {request.before}, past the head ({self.head}): catch up with device.hello"
         return None
 
     def older_query(self, request: HistoryOlder) -> HistoryQuery | None:
