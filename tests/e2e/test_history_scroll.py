@@ -1,0 +1,120 @@
+"""A long history in real headless Chromium, a page at a time: a new device gets only the newest page
+(≤ 64 KB) and the waiting card at connect; scrolling up asks for the older pages one by one
+(``history.older``), each shown above in order, nothing twice or missing, while the message the
+user was looking at stays where it was on the screen."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from .conftest import Agent, OpenApp
+
+pytestmark = pytest.mark.browser
+
+#: what the page records: every state the line above the oldest message took
+WATCH_TOP_LINE = """
+window.topStates = [];
+new MutationObserver(() => {
+  const line = document.querySelector(".feed-top");
+  const state = line ? line.dataset.state : "";
+  if (window.topStates.at(-1) !== state) window.topStates.push(state);
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-state"] });
+"""
+
+#: the user scrolls to the top: the oldest agent message shown (its first four characters) and where
+#: it is on the screen then (measured before any scroll handler runs)
+TO_THE_TOP = """() => {
+  const el = document.querySelector(".msg-agent");
+  document.getElementById("scroller").scrollTop = 0;
+  return [el.textContent.slice(0, 4), el.getBoundingClientRect().top];
+}"""
+
+#: whether the message starting with ``looked_at`` is ``top`` px from the top of the screen (± a pixel)
+STILL_THERE = """([lookedAt, top]) => {
+  const el = [...document.querySelectorAll(".msg-agent")].find((el) => el.textContent.startsWith(lookedAt));
+  return Math.abs(el.getBoundingClientRect().top - top) < 1;
+}"""
+
+
+def kind(frame: str) -> str:
+    return str(json.loads(frame)["type"]).removeprefix("lineup.v1.")
+
+
+async def test_a_new_device_gets_the_newest_page_then_the_older_ones_as_the_user_scrolls_up(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    from playwright.async_api import expect
+
+    await open_app()  # a first device, so the agent's messages are kept for the next
+    texts = [f"{index:04d} " + "x" * 2_000 for index in range(300)]  # about 600 KB of history
+    for text in texts:
+        await agent.hub.send_text(text)
+    call = agent.call("confirm", {"message": "Deploy now?"})
+    page = await open_app(connected=False, url="about:blank", init_script=WATCH_TOP_LINE)
+    cdp = await page.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    received: list[str] = []
+    asked: list[dict[str, Any]] = []
+    last_page = anyio.Event()
+
+    def on_received(event: dict[str, Any]) -> None:
+        frame = event["response"]["payloadData"]
+        received.append(frame)
+        payload = json.loads(frame)["payload"]
+        if kind(frame) == "history" and payload.get("before") is not None and not payload["earlier"]:
+            last_page.set()
+
+    cdp.on("Network.webSocketFrameReceived", on_received)
+
+    def on_sent(event: dict[str, Any]) -> None:
+        frame = json.loads(event["response"]["payloadData"])
+        if frame.get("type") == "lineup.v1.history.older":
+            asked.append(frame["payload"])
+
+    cdp.on("Network.webSocketFrameSent", on_sent)
+    await page.goto(agent.link)
+    await expect(page.locator("article.card")).to_be_visible()
+
+    # at connect: one history page of at most 64 KB, the card, and nothing older
+    [first] = [json.loads(frame)["payload"] for frame in received if kind(frame) == "history"]
+    first_page = [e["text"][:4] for e in first["entries"] if e["event"] == "text.out"]
+    assert first["earlier"] and 10 < len(first_page) < 40
+    assert first_page == [text[:4] for text in texts[-len(first_page) :]]
+    messages = page.locator(".msg-agent")
+    await expect(messages).to_have_count(len(first_page))
+    assert sum(len(frame.encode()) for frame in received) < 100_000  # not the 600 KB
+    assert max(len(frame.encode()) for frame in received if kind(frame) == "history") <= 64_000
+    assert asked == []  # the user is at the newest message: nothing older asked for
+
+    # the user scrolls to the top, again and again: one page each time, above, the view held
+    shown = len(first_page)
+    while not await page.locator(".feed-top", has_text="Beginning of the conversation").is_visible():
+        looked_at, top = await page.evaluate(TO_THE_TOP)
+        await expect(messages).not_to_have_count(shown)  # the older page came, above
+        assert await page.evaluate(STILL_THERE, [looked_at, top])  # what the user looked at has not moved
+        shown = await messages.count()
+    await expect(page.locator(".feed-top")).to_have_text("Beginning of the conversation")
+    # each once, in order
+    assert [text[:4] for text in await messages.all_inner_texts()] == [text[:4] for text in texts]
+
+    with anyio.fail_after(10):  # the browser's report of the last frames, a backstop only
+        await last_page.wait()
+    befores = [request["before"] for request in asked]
+    assert len(befores) >= 8 and befores == sorted(befores, reverse=True) and len(set(befores)) == len(befores)
+    answers = [json.loads(frame)["payload"] for frame in received if kind(frame) == "history"][1:]
+    assert [answer["before"] for answer in answers] == befores  # one page per request, one request at a time
+    assert all(len(frame.encode()) <= 64_000 for frame in received if kind(frame) == "history")
+    assert not answers[-1]["earlier"] and all(answer["earlier"] for answer in answers[:-1])
+    states = await page.evaluate("window.topStates")
+    assert "loading" in states and states[-1] == "start"
+
+    # a reload draws what this device showed, older pages included, in order
+    await page.reload()
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(page.locator(".msg-agent")).to_have_count(len(texts))
+    assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:4] for t in texts]
+    call.cancel()
