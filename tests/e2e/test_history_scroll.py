@@ -6,12 +6,15 @@ user was looking at stays where it was on the screen."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 
 from .conftest import Agent, OpenApp
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 pytestmark = pytest.mark.browser
 
@@ -118,3 +121,65 @@ async def test_a_new_device_gets_the_newest_page_then_the_older_ones_as_the_user
     await expect(page.locator(".msg-agent")).to_have_count(len(texts))
     assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:4] for t in texts]
     call.cancel()
+
+
+async def scroll_to_the_beginning(page: Page) -> None:
+    """The user scrolls up until the beginning of the conversation is shown."""
+    from playwright.async_api import expect
+
+    while not await page.locator(".feed-top", has_text="Beginning of the conversation").is_visible():
+        before = await page.evaluate("document.querySelector('.msg-agent').textContent")
+        await page.evaluate(TO_THE_TOP)
+        await expect(page.locator(".msg-agent").first).not_to_have_text(before)  # the older page came
+
+
+async def test_a_card_answered_long_after_it_was_asked_shows_its_outcome_once_its_older_page_comes(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    """The history comes newest page first: how the call ended can come before the call itself."""
+    from playwright.async_api import expect
+
+    first = await open_app()
+    call = agent.call("choice", {"question": "Which colour?", "options": ["red", "blue"]})
+    await expect(first.locator("article.card")).to_be_visible()
+    texts = [f"{index:04d} " + "x" * 2_000 for index in range(60)]  # two pages between the call and its answer
+    for text in texts[:50]:
+        await agent.hub.send_text(text)
+    await first.get_by_role("button", name="blue").click()
+    assert (await call).result["selected"] == "blue"
+    for text in texts[50:]:
+        await agent.hub.send_text(text)
+
+    page = await open_app()  # a new device: the answer is in its first page, the call in an older one
+    await expect(page.locator("article.card")).to_have_count(0)
+    await scroll_to_the_beginning(page)
+    shown = page.locator("article.card")
+    await expect(shown).to_have_count(1)
+    await expect(shown.locator(".card-outcome")).to_have_text("Chose: blue on Linux PC (Chrome)")
+    await expect(shown.get_by_role("button", name="red")).to_be_disabled()
+    assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:4] for t in texts]
+
+
+async def test_a_device_back_after_a_long_absence_gets_what_it_missed_between_what_it_showed_and_the_newest(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    from playwright.async_api import expect
+
+    page = await open_app()
+    before = [f"old {index}" for index in range(5)]
+    for text in before:
+        await agent.hub.send_text(text)
+    await expect(page.locator(".msg-agent")).to_have_count(len(before))
+    await agent.server.close()  # the device is away
+    await expect(page.locator("#link")).to_have_text("Reconnecting…")
+    missed = [f"{index:04d} " + "x" * 2_000 for index in range(100)]  # about 200 KB: the newest page and more
+    for text in missed:
+        await agent.hub.send_text(text)
+    await agent.restart_server()
+    await expect(page.locator("#link")).to_have_text("Connected", timeout=15_000)
+    await expect(page.locator(".msg-agent")).to_have_count(len(before) + len(missed))  # all it missed, pushed
+    shown = await page.locator(".msg-agent").all_inner_texts()
+    assert [text[:6] for text in shown] == [text[:6] for text in before + missed]  # in order, each once
+    await page.reload()  # kept in that order too
+    await expect(page.locator(".msg-agent")).to_have_count(len(before) + len(missed))
+    assert [text[:6] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:6] for t in shown]
