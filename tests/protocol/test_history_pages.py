@@ -242,6 +242,8 @@ def test_the_retention_bounds_the_older_pages_by_count_and_by_age_on_the_fake_cl
         (1.5, "valid integer"),
         (None, "valid integer"),
         ([1], "valid integer"),
+        (True, "valid integer"),
+        (..., "field required"),
         ("\ud800", "lone surrogate"),
     ],
 )
@@ -252,6 +254,8 @@ def test_a_hostile_history_older_is_refused_with_the_field_named_and_the_device_
     hello(rig, "tablet", last_seq=0, newest_first=True)
     data = json.loads(rig.text_from("tablet", HistoryOlder(before=3)))
     data["payload"]["before"] = before
+    if before is ...:
+        del data["payload"]["before"]
 
     rig.session.receive("tablet", json.dumps(data))
     batch = rig.drain()
