@@ -183,3 +183,53 @@ async def test_a_device_back_after_a_long_absence_gets_what_it_missed_between_wh
     await page.reload()  # kept in that order too
     await expect(page.locator(".msg-agent")).to_have_count(len(before) + len(missed))
     assert [text[:6] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:6] for t in shown]
+
+
+async def test_one_request_at_a_time_and_a_lost_answer_is_asked_again_after_the_reconnect(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    from playwright.async_api import expect
+
+    from lineup_plugin.protocol.messages import HistoryOlder
+
+    await open_app()
+    texts = [f"{index:04d} " + "x" * 2_000 for index in range(60)]
+    for text in texts:
+        await agent.hub.send_text(text)
+    page = await open_app()
+    timeline = agent.hub.session.history
+    answer = timeline.older
+    held: list[HistoryOlder] = []
+
+    def hold(link: object, request: HistoryOlder, stored: object, *, ref: str | None = None) -> None:
+        held.append(request)  # the agent does not answer (the answer is lost)
+
+    timeline.older = hold  # type: ignore[method-assign,assignment]
+    typed: list[str] = []
+    ping = anyio.Event()
+
+    def on_text(device_id: str, text: str) -> None:
+        typed.append(text)
+        ping.set()
+
+    agent.hub.on_text = on_text
+
+    await page.evaluate(TO_THE_TOP)
+    await expect(page.locator(".feed-top")).to_have_text("Loading earlier messages…")
+    for top in (400, 0, 300, 0):  # the user scrolls down and up again while the page is on its way
+        await page.evaluate(f"document.getElementById('scroller').scrollTop = {top}")
+        await page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    await page.get_by_label("Message to the agent").fill("ping")
+    await page.keyboard.press("Enter")
+    with anyio.fail_after(10):
+        await ping.wait()  # what the App sent before the ping has arrived too (one WebSocket, in order)
+    assert len(held) == 1  # one request in flight, not one per scroll
+
+    timeline.older = answer  # type: ignore[method-assign]
+    for peer in agent.hub.peers:
+        peer.link.close(1000, "the test drops the connection with the answer")
+    await expect(page.locator("#link")).to_have_text("Connected", timeout=15_000)
+    await page.evaluate(TO_THE_TOP)
+    await scroll_to_the_beginning(page)
+    assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == [t[:4] for t in texts]
+    assert held[0].before > 1
