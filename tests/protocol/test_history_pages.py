@@ -17,7 +17,7 @@ from lineup_plugin.protocol.reads import HistoryQuery, Known, Wants
 from lineup_plugin.protocol.session import Batch
 
 from .driver import Driven
-from .test_session import FakeRecords, Rig, accept, errors, sent
+from .test_session import Rig, accept, errors, sent
 
 
 def hello(rig: Rig, link: str, **fields: object):  # type: ignore[no-untyped-def]
@@ -217,9 +217,7 @@ def test_pages_over_a_link_with_a_size_limit_fit_it() -> None:
 
 def test_the_retention_bounds_the_older_pages_by_count_and_by_age_on_the_fake_clock() -> None:
     retention = Retention(limit=6, max_age=60.0)
-    records = FakeRecords(retention=retention)
-    rig = Rig(records=records)
-    rig.session = Driven(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+    rig = Rig.keeping(retention)
     hello(rig, "phone")
     for number in range(1, 9):
         rig.session.send_text(f"m{number}")

@@ -204,6 +204,14 @@ class Rig:
     def __post_init__(self) -> None:
         self.session = Driven(records=self.records, catalog=self.catalog, clock=self.clock)
 
+    @classmethod
+    def keeping(cls, retention: Retention) -> Rig:
+        """A rig whose session and records keep the history by ``retention``."""
+        records = FakeRecords(retention=retention)
+        rig = cls(records=records)
+        rig.session = Driven(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+        return rig
+
     def drain(self) -> Batch[str]:
         return drain(self.session, self.records)
 
