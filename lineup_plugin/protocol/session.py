@@ -291,18 +291,12 @@ class Session(Generic[L]):
                 self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
         elif isinstance(payload, Text):
             self.out.audit("text.in", device_id=device_id)
-            files = tuple(payload.attachments)
-            entry = self.history.record(
-                "text.in",
-                message.conversation_id,
-                device_id=device_id,
-                ref=message.id,
-                text=payload.text,
-                attachments=by_url(files),
+            typed = TextReceived(
+                device_id, payload.text, tuple(payload.attachments), message.conversation_id, message.id
             )
-            if entry is not None:  # every device shows it (the one that typed it knows it by ``ref``)
-                self.history.broadcast_entry(entry)
-            self.out.event(TextReceived(device_id, payload.text, files, message.conversation_id))
+            if not typed.attachments:
+                self.keep_text(typed)
+            self.out.event(typed)
         elif isinstance(payload, FileBegin | FileChunk):
             self.out.event(FileReceived(link, device_id, payload))
         elif isinstance(payload, ConversationUpdate):
@@ -442,6 +436,20 @@ class Session(Generic[L]):
             self.out.event(ToolsChanged(reply_to=link if change.request else None))
         elif change.request:
             self.send_tool_list(link)
+
+    def keep_text(self, text: TextReceived) -> None:
+        """Keep what the user typed in the history and show it on every device (the one that typed
+        it knows it by ``ref``). A text with files is kept by the driver once it has found them."""
+        entry = self.history.record(
+            "text.in",
+            text.conversation_id,
+            device_id=text.device_id,
+            ref=text.ref,
+            text=text.text,
+            attachments=by_url(text.attachments),
+        )
+        if entry is not None:
+            self.history.broadcast_entry(entry)
 
     def send_tool_list(self, link: L) -> None:
         """Send the agent's tools to the device on ``link`` (the answer to a ``tool.list`` with ``request``)."""

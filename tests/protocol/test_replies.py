@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lineup_plugin.protocol.messages import Attachment, FileChunk, MessageDelta, Text
+from lineup_plugin.protocol.messages import Attachment, FileChunk, History, MessageDelta, Text
 from lineup_plugin.protocol.replies import ENDED_KEPT, Replies
 from lineup_plugin.protocol.session import FileReceived, TextReceived
 
@@ -89,8 +89,15 @@ def test_app_files_reach_the_driver_as_events() -> None:
     rig = Rig()
     rig.connect("phone")
     file = Attachment(id=SHA, name="a.png", mime="image/png", size=3)
-    batch = rig.send("phone", Text(text="see", attachments=[file]))
-    assert batch.events == [TextReceived("phone", "see", (file,))]
+    batch = rig.send("phone", Text(text="see", attachments=[file]), envelope_id="msg-see")
+    assert batch.events == [TextReceived("phone", "see", (file,), ref="msg-see")]
+    # kept in the history only once the driver has found its files (Session.keep_text)
+    assert payloads(batch, "phone", History) == []
+    (typed,) = batch.events
+    assert isinstance(typed, TextReceived)
+    rig.session.keep_text(typed)  # the driver found them: now every device is shown it
+    (shown,) = payloads(rig.drain(), "phone", History)
+    assert [(e.event, e.ref, e.text) for e in shown.entries] == [("text.in", "msg-see", "see")]
     chunk = FileChunk(upload_id="u1", seq=0, data="AAEC")
     batch = rig.send("phone", chunk)
     assert batch.events == [FileReceived("phone", "phone", chunk)]

@@ -572,7 +572,7 @@ def test_same_envelope_id_twice_is_applied_once() -> None:
     first = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
     second = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
 
-    assert first.events == [TextReceived("phone", "hello")]
+    assert first.events == [TextReceived("phone", "hello", ref="msg-1")]
     assert SeenEnvelope("msg-1", START) in first.changes
     assert second.events == []
     assert second.messages == []
@@ -1040,7 +1040,7 @@ def test_text_from_the_app_is_a_text_received_event() -> None:
 
     batch = rig.send("phone", Text(text="what's the weather?"), envelope_id="msg-typed")
 
-    assert batch.events == [TextReceived("phone", "what's the weather?")]
+    assert batch.events == [TextReceived("phone", "what's the weather?", ref="msg-typed")]
     (told,) = payloads(batch, "phone", History)  # only its history entry, which the App knows by ``ref``
     assert [(e.event, e.text, e.ref, e.device_id) for e in told.entries] == [
         ("text.in", "what's the weather?", "msg-typed", "phone")
