@@ -309,7 +309,7 @@ class Hub(AgentSide):
         links = [peer.link for peer in self.peers if peer.device_id == event.device_id]
         files = self.files.with_text(event.attachments, links, ref=event.ref)
         if files is not None:
-            self.session.keep_text(event)  # committed before the runtime hears of it
+            self.session.history.keep_text(event)  # committed before the runtime hears of it
         self._flush()
         if files is None:
             return

@@ -154,7 +154,7 @@ class TextReceived:
     in conversation ``conversation_id``; ``ref`` is the id of its envelope.
 
     A text with files is kept in the history only once the driver has found them
-    (:meth:`Session.keep_text <lineup_plugin.protocol.session.Session.keep_text>`): one refused
+    (:meth:`Timeline.keep_text <lineup_plugin.protocol.timeline.Timeline.keep_text>`): one refused
     is not delivered, and the device that sent it is told so by an ``error`` naming ``ref``.
     """
 

@@ -295,7 +295,7 @@ class Session(Generic[L]):
                 device_id, payload.text, tuple(payload.attachments), message.conversation_id, message.id
             )
             if not typed.attachments:
-                self.keep_text(typed)
+                self.history.keep_text(typed)
             self.out.event(typed)
         elif isinstance(payload, FileBegin | FileChunk):
             self.out.event(FileReceived(link, device_id, payload))
@@ -436,20 +436,6 @@ class Session(Generic[L]):
             self.out.event(ToolsChanged(reply_to=link if change.request else None))
         elif change.request:
             self.send_tool_list(link)
-
-    def keep_text(self, text: TextReceived) -> None:
-        """Keep what the user typed in the history and show it on every device (the one that typed
-        it knows it by ``ref``). A text with files is kept by the driver once it has found them."""
-        entry = self.history.record(
-            "text.in",
-            text.conversation_id,
-            device_id=text.device_id,
-            ref=text.ref,
-            text=text.text,
-            attachments=by_url(text.attachments),
-        )
-        if entry is not None:
-            self.history.broadcast_entry(entry)
 
     def send_tool_list(self, link: L) -> None:
         """Send the agent's tools to the device on ``link`` (the answer to a ``tool.list`` with ``request``)."""

@@ -38,7 +38,7 @@ from .messages import (
     HistoryOlder,
     Payload,
 )
-from .outputs import Batch, L, Outbox
+from .outputs import Batch, L, Outbox, TextReceived
 from .reads import HistoryQuery, Kept
 
 #: how many conversations a session keeps track of, and lists to a device
@@ -123,6 +123,20 @@ class Timeline(Generic[L]):
             **{key: value for key, value in fields.items() if value is not None},
         )
         return entry.seq if entry is not None else None
+
+    def keep_text(self, text: TextReceived) -> None:
+        """Keep what the user typed and show it on every device (the one that typed it knows it by
+        ``ref``). The session keeps a text without files; the driver one with files, once found."""
+        entry = self.record(
+            "text.in",
+            text.conversation_id,
+            device_id=text.device_id,
+            ref=text.ref,
+            text=text.text,
+            attachments=by_url(text.attachments),
+        )
+        if entry is not None:
+            self.broadcast_entry(entry)
 
     def broadcast_entry(self, record: Record) -> None:
         """Send one new entry to every device as a ``history`` message (for events with no message of their own)."""

@@ -91,11 +91,11 @@ def test_app_files_reach_the_driver_as_events() -> None:
     file = Attachment(id=SHA, name="a.png", mime="image/png", size=3)
     batch = rig.send("phone", Text(text="see", attachments=[file]), envelope_id="msg-see")
     assert batch.events == [TextReceived("phone", "see", (file,), ref="msg-see")]
-    # kept in the history only once the driver has found its files (Session.keep_text)
+    # kept in the history only once the driver has found its files (Timeline.keep_text)
     assert payloads(batch, "phone", History) == []
     (typed,) = batch.events
     assert isinstance(typed, TextReceived)
-    rig.session.keep_text(typed)  # the driver found them: now every device is shown it
+    rig.session.history.keep_text(typed)  # the driver found them: now every device is shown it
     (shown,) = payloads(rig.drain(), "phone", History)
     assert [(e.event, e.ref, e.text) for e in shown.entries] == [("text.in", "msg-see", "see")]
     chunk = FileChunk(upload_id="u1", seq=0, data="AAEC")
