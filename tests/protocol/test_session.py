@@ -117,7 +117,7 @@ class FakeRecords:
     def read(self, wants: Wants) -> Known:
         envelope_id, call_ids, query = wants
         calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
-        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        history = self.history.history(query) if query else []
         return Known(envelope_id is not None and self.was_seen(envelope_id), calls, history)
 
     def apply(self, changes: Iterable[Change]) -> None:
@@ -203,6 +203,14 @@ class Rig:
 
     def __post_init__(self) -> None:
         self.session = Driven(records=self.records, catalog=self.catalog, clock=self.clock)
+
+    @classmethod
+    def keeping(cls, retention: Retention) -> Rig:
+        """A rig whose session and records keep the history by ``retention``."""
+        records = FakeRecords(retention=retention)
+        rig = cls(records=records)
+        rig.session = Driven(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+        return rig
 
     def drain(self) -> Batch[str]:
         return drain(self.session, self.records)
