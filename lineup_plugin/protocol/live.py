@@ -48,9 +48,8 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
 SURFACE_NAMES = {"mcp-host": "the MCP host's card"}
 
 
-def unknown_call(call_id: str) -> str:
-    """Why an answer to a call nobody knows was not applied (said to people: no call id in it)."""
-    return "the agent does not know this call (any more); the answer was not applied"
+#: why an answer to a call nobody knows was not applied (said to people: no call id in it)
+UNKNOWN_CALL = "the agent does not know this call (any more); the answer was not applied"
 
 
 def call_closed(call: Call) -> str:
@@ -278,7 +277,7 @@ class LiveCalls(Generic[L]):
         if item.advance(stage, now=self.out.clock()):
             self.out.save(item)
             self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
-        if item is not None and ack.stage == "waiting_user":  # every device that shows it, not only the first
+        if ack.stage == "waiting_user":  # every device that shows it, not only the first
             self.out.event(CardShown(ack.call_id, device_id))
 
     def abandon(self, call: Call, message: str) -> None:

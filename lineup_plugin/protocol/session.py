@@ -58,12 +58,12 @@ from .live import (
     EXPIRED,
     NO_APP,
     RESTARTED,
+    UNKNOWN_CALL,
     LiveCalls,
     call_closed,
     closed_reason,
     failure,
     outcome_of,
-    unknown_call,
 )
 from .messages import (
     AgentState,
@@ -151,7 +151,6 @@ __all__ = [
     "changes_by_kind",
     "closed_reason",
     "failure",
-    "unknown_call",
 ]
 
 
@@ -376,7 +375,7 @@ class Session(Generic[L]):
         if item is None:
             ended = self.calls.lookup(result.call_id) or known
             if ended is None:
-                return "unknown_call", unknown_call(result.call_id)
+                return "unknown_call", UNKNOWN_CALL
             if surface is None and ended.result is not None and ended.result.status == result.status:
                 given = self.catalog.complete_result(ended.request.name, ended.request.arguments, result.result)
                 if ended.result.result == given:

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HandedOverError, LineUpError, ProtocolError
 from ..ports import Link
@@ -155,9 +155,11 @@ class ForwardLink:
         self.writer.close()
 
 
-def as_link(link: ForwardLink) -> Link:
-    """``link`` as the port it is: the type checker holds :class:`ForwardLink` to ``ports.Link``."""
-    return link
+if TYPE_CHECKING:
+
+    def _a_link(link: ForwardLink) -> Link:
+        """Never called: the type checker holds :class:`ForwardLink` to the ``ports.Link`` it is."""
+        return link
 
 
 # ------------------------------------------------------------------------------ the server

@@ -536,5 +536,5 @@ def test_a_serving_process_that_answers_nonsense_gives_a_clear_error_not_a_crash
 
 
 def test_a_forwarding_connection_is_a_link_of_the_serving_hub() -> None:
-    link = forward.as_link(forward.ForwardLink.__new__(forward.ForwardLink))  # mypy checks it against the port
+    link = forward.ForwardLink.__new__(forward.ForwardLink)  # mypy checks the class against the port
     assert link.max_text == forward.MAX_LINE and callable(link.send) and callable(link.close)
