@@ -317,7 +317,19 @@ async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_th
         terminal.type(b"\r")  # its first choice: allow once
         cancel = (await app.next("tool.cancel")).payload
         assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+        said = "answered in the terminal: Allow once"  # not "the agent was interrupted"
+        assert cancel.reason == said
+        assert cancel.outcome is not None and (cancel.outcome.status, cancel.outcome.result) == (
+            "cancelled",
+            {"message": said},
+        )
         await anyio.to_thread.run_sync(terminal.read_until, b"Cleaned up.")
+        # a device that comes back asking about the card (a reload) is told the same
+        await app.close()
+        app = await app_on(port, open_calls=[card.call_id])
+        again = (await app.next("tool.cancel")).payload
+        assert isinstance(again, ToolCancel) and again.call_id == card.call_id
+        assert again.outcome is not None and again.outcome.result == {"message": said}
     finally:
         await anyio.to_thread.run_sync(terminal.close)
         await app.close()
