@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...protocol.live import EXPIRED
 from . import compat
 from .common import answered_in_terminal, approval_card, approval_choice, approval_timeout
 
@@ -103,7 +102,7 @@ def racing(ask: Asker, cli: Any, prompt: Callable[..., str], *, only_way: bool =
             choice = prompt(command, description, **flags)
             return choice
         finally:
-            timed_out = time.monotonic() - started >= timeout
-            answered.set(EXPIRED if timed_out and choice == "deny" else answered_in_terminal(choice, arguments))
+            timed_out = choice == "deny" and time.monotonic() - started >= timeout
+            answered.set(answered_in_terminal(choice, arguments, timed_out=timed_out))
 
     return approve
