@@ -40,6 +40,15 @@ pytestmark = pytest.mark.browser
 
 NOTIFICATIONS = "navigator.serviceWorker.ready.then((r) => r.getNotifications())"
 
+#: resolves once the App's service worker is activated (not only activating, as ``ready`` allows)
+ACTIVATED = """navigator.serviceWorker.ready.then((registration) => {
+  const worker = registration.active;
+  if (worker.state === "activated") return true;
+  return new Promise((done) => {
+    worker.addEventListener("statechange", () => worker.state === "activated" && done(true));
+  });
+})"""
+
 
 @pytest.fixture
 async def phone(browser: Browser, agent: Agent) -> AsyncIterator[BrowserContext]:
@@ -69,7 +78,9 @@ class Pusher:
 
         cdp.on("ServiceWorker.workerRegistrationUpdated", seen)
         await cdp.send("ServiceWorker.enable")
-        await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+        # ``ready`` resolves while the new worker may still be activating; a push Chromium delivers
+        # then can be lost (seen once under load), so wait for "activated", as a push service would
+        await page.evaluate(ACTIVATED)
         return cls(cdp, origin, await asyncio.wait_for(registered, 10))
 
     async def push(self, notice: dict[str, Any]) -> None:
