@@ -353,9 +353,11 @@ class Runner:
 class _Pending:
     """One :meth:`Runner.call_blocking` call's task on the loop, and whether it was interrupted.
 
-    The interrupt ends the call on every device with its ``reason``, then cancels the task itself
-    (one ``CancelledError``, as the hub's contract has it: the hub then awaits telling every
-    device, which an anyio cancel scope, cancelling each later await too, would cut short).
+    The interrupt cancels the task itself (one ``CancelledError``, as the hub's contract has it:
+    the hub then awaits telling every device, which an anyio cancel scope, cancelling each
+    later await too, would cut short). An interrupt that says why (a ``reason`` other than
+    "the agent was interrupted": the question was settled elsewhere, say in the agent's terminal)
+    first ends the call with it on every device, so that no answer arriving after it is taken.
     """
 
     __slots__ = ("end", "interrupted", "reason", "task")
@@ -368,12 +370,12 @@ class _Pending:
         self.reason = INTERRUPTED
 
     async def interrupt(self, reason: str = INTERRUPTED) -> None:
-        """On the loop: cancel the call with ``reason`` (a task not started yet returns ``cancelled`` at once)."""
+        """On the loop: cancel the call (a task not started yet returns ``cancelled`` at once); never suspends."""
         self.interrupted = True
         self.reason = reason
         if self.task is not None:
-            if self.end is not None:
-                await self.end(reason)  # every device is told why, before the hub's own "interrupted"
+            if reason != INTERRUPTED and self.end is not None:
+                await self.end(reason)  # the hub's cancel does not suspend
             self.task.cancel()
 
 
