@@ -253,7 +253,8 @@ class LiveCalls(Generic[L]):
         self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self.out.ended(call)
         seq = self.timeline.record_end(call)
-        answered = by is not None or surface is not None
+        # a device's or surface's answer is "answered elsewhere"; its cancel keeps its own reason
+        answered = (by is not None or surface is not None) and call.state is not CallState.CANCELLED
         notice = ToolCancel(
             call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason, outcome=outcome_of(call)
         )

@@ -492,13 +492,15 @@ class HermesRuntime(AgentRuntime):
             while len(self._platforms) > APP_SESSIONS_KEPT:
                 self._platforms.popitem(last=False)
 
-    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+    def deliver_files(
+        self, text: str, files: list[StoredFile], *, sender: str, conversation_id: str | None = None
+    ) -> bool:
         """Gateway: one message of the App user's session with the files as its media (images are
         image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
         adapter = self.gateway.adapter
         if adapter is not None:
-            return bool(adapter.deliver_text(text, sender, files))
-        return super().deliver_files(text, files, sender=sender)
+            return bool(adapter.deliver_text(text, sender, files, conversation_id))
+        return super().deliver_files(text, files, sender=sender, conversation_id=conversation_id)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
