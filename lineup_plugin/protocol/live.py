@@ -37,6 +37,13 @@ EXPIRED = "no answer before the deadline"
 INTERRUPTED = "the agent was interrupted"
 
 
+def interrupt_reason(is_interrupted: object) -> str:
+    """Why a call ends once the check ``is_interrupted`` it waits with turned true: the check's own
+    ``reason`` when it has one (a prompt answered in the agent's terminal), else :data:`INTERRUPTED`."""
+    reason = getattr(is_interrupted, "reason", None)
+    return reason if isinstance(reason, str) and reason.strip() else INTERRUPTED
+
+
 def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
     """A result with ``status`` and a human-readable ``message`` that never came from the App."""
     return ToolResult.model_validate(

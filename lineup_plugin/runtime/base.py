@@ -83,9 +83,12 @@ class BlockingCall(Protocol):
     """Calls a LineUp tool from a runtime's worker thread and blocks until its terminal result.
 
     ``is_interrupted`` is polled while waiting: once it is true the call is cancelled on every
-    device and a ``cancelled`` result is returned. ``heartbeat`` is called every poll slice.
-    ``deadline`` is the wait in seconds; when it passes the result is ``expired``. ``conversation``
-    is the one the call belongs to (None: the hub's default).
+    device and a ``cancelled`` result is returned. The devices are told "the agent was
+    interrupted", or the check's own ``reason`` attribute when it has one (the question was
+    settled elsewhere: "answered in the terminal: Deny"; the call then ends at once with it).
+    ``heartbeat`` is called every poll slice. ``deadline`` is the wait in seconds; when it passes
+    the result is ``expired``. ``conversation`` is the one the call belongs to (None: the hub's
+    default).
     """
 
     def __call__(

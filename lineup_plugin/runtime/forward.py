@@ -68,7 +68,7 @@ from ..protocol.forward import (
     encode_line,
     parse_line,
 )
-from ..protocol.live import INTERRUPTED
+from ..protocol.live import INTERRUPTED, interrupt_reason
 from ..protocol.messages import MAX_TEXT, Origin, ToolResult
 from .base import Conversation
 
@@ -489,7 +489,7 @@ class Forwarder:
         """Forward the call and block until its result; raises :class:`OwnerUnreachable` to try again.
 
         ``is_interrupted`` is polled every ``poll`` seconds: once true the call is cancelled
-        there (the result says how it ended). ``on_interrupt`` is told when the serving process
+        there, with the check's reason (the result says how it ended). ``on_interrupt`` is told when the serving process
         asks this one to interrupt its run (the App's stop button).
         """
         request = CallLine.model_construct(
@@ -558,7 +558,7 @@ class Forwarder:
             if not cancelled and is_interrupted():
                 cancelled = True
                 try:
-                    forwarded.send(CancelLine(call_id=call_id, reason=INTERRUPTED))
+                    forwarded.send(CancelLine(call_id=call_id, reason=interrupt_reason(is_interrupted)))
                 except OSError as exc:
                     raise OwnerUnreachable(f"the serving process went away: {exc}") from None
 

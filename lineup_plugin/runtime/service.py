@@ -481,9 +481,9 @@ class LineUpService:
                 return failure(call_id, name, "failed", str(exc), error="forward_failed")
             log.info("lineup: %s: %s; trying again", name, why)
             if is_interrupted():
-                from ..protocol.live import INTERRUPTED
+                from ..protocol.live import interrupt_reason
 
-                return failure(call_id, name, "cancelled", INTERRUPTED)
+                return failure(call_id, name, "cancelled", interrupt_reason(is_interrupted))
             retry_at = policy.failed()
             if retry_at is None:
                 return self.not_serving_result(name, call_id, why)

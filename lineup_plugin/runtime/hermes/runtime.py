@@ -34,6 +34,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base import AgentRuntime, Conversation, ToolHandler
@@ -560,19 +561,26 @@ class HermesRuntime(AgentRuntime):
         self.attached.detach(agent)
 
     def hook_cli_approval(self) -> None:
-        """Interactive CLI: its dangerous-command approvals are also App cards, racing the terminal
-        prompt (see :mod:`.approval`). Does nothing in any other process; cheap to call again."""
-        cli = compat.cli_of(self.ctx)
-        if cli is None:
-            return
+        """The CLI's dangerous-command approvals are also App cards, racing its prompt (see
+        :mod:`.approval`): the interactive CLI's, and a one-shot ``hermes chat -q``'s (where the
+        card is the only way to answer). Does nothing in any other process; cheap to call again."""
         try:
-            compat.hook_cli_approval(cli, lambda prompt: racing(self.ask_cli, cli, prompt))
+            cli, only_way = compat.cli_of(self.ctx), False
+            if cli is None:
+                cli, only_way = compat.approving_cli(), True
+            if cli is None:
+                return
+            compat.hook_cli_approval(
+                cli, lambda prompt: racing(partial(self.ask_cli, cli=cli), cli, prompt, only_way=only_way)
+            )
         except Exception:  # Hermes moved its prompt: the terminal still asks, as before
             log.warning("lineup: cannot show the CLI's approvals on the App", exc_info=True)
 
-    def ask_cli(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool]) -> ToolResult:
-        """A ``confirm`` card in the interactive CLI's conversation (from any thread); its terminal result."""
-        asking = _ASKING.set((self.cli.session_id(), ""))
+    def ask_cli(
+        self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool], cli: Any
+    ) -> ToolResult:
+        """A ``confirm`` card in the conversation of ``cli``'s session (from any thread); its terminal result."""
+        asking = _ASKING.set((compat.cli_session_id(cli), ""))
         try:
             return self.service.bridge.call_tool(
                 "confirm", arguments, label="waiting for the user to approve a command", deadline=deadline,
