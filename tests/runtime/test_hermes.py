@@ -694,11 +694,11 @@ class CardOnApp:
 
 
 def raced(
-    cli: PromptingCli, card: CardOnApp, *, only_way: bool = False, **flags: bool
+    cli: PromptingCli, card: CardOnApp, *, only_way: bool = False, told: list[str] | None = None, **flags: bool
 ) -> concurrent.futures.Future[str]:
     from lineup_plugin.runtime.hermes.approval import racing
 
-    approve = racing(card, cli, cli.prompt, only_way=only_way)
+    approve = racing(card, cli, cli.prompt, only_way=only_way, tell=None if told is None else told.append)
     pool = concurrent.futures.ThreadPoolExecutor(1)
     asked = pool.submit(approve, "rm -rf /srv/old", "recursive delete", **flags)
     pool.shutdown(wait=False)
@@ -754,11 +754,20 @@ def test_a_cli_approval_the_prompts_timeout_denied_withdraws_the_card_as_expired
 
 def test_a_one_shot_chats_approval_that_gets_no_answer_on_the_app_is_denied_at_once() -> None:
     # hermes chat -q: nobody can answer its prompt but the App (no App connected, the card expired)
-    cli, card = PromptingCli(), CardOnApp()
-    asked = raced(cli, card, only_way=True)
+    cli, card, told = PromptingCli(), CardOnApp(), []
+    asked = raced(cli, card, only_way=True, told=told)
     card.reply("failed", message="no LineUp App is connected", error="no_app")
     assert asked.result(30) == "deny"
     assert cli._approval_state is None
+    # the person at the terminal was told where to answer, once: its prompt shows nothing there
+    assert told == ["📱 LineUp: approve or deny on the App: rm -rf /srv/old (no answer: denied)"]
+
+
+def test_an_interactive_cli_approval_says_nothing_more_on_the_terminal_its_panel_asks() -> None:
+    cli, card, told = PromptingCli(), CardOnApp(), []
+    asked = raced(cli, card, told=told)
+    card.reply("completed", approved=True, choice="once")
+    assert asked.result(30) == "once" and told == []
 
 
 def test_an_interactive_cli_approval_that_gets_no_answer_on_the_app_still_waits_for_the_terminal() -> None:

@@ -67,14 +67,25 @@ class Answered:
         return self._done.wait(timeout)
 
 
-def racing(ask: Asker, cli: Any, prompt: Callable[..., str], *, only_way: bool = False) -> Callable[..., str]:
+def racing(
+    ask: Asker,
+    cli: Any,
+    prompt: Callable[..., str],
+    *,
+    only_way: bool = False,
+    tell: Callable[[str], None] | None = None,
+) -> Callable[..., str]:
     """The CLI's approval callback ``prompt``, with an App card racing it (the first answer wins).
 
     ``only_way``: nobody can answer ``prompt`` but the App (``hermes chat -q``): a card that ends
-    without an answer denies at once.
+    without an answer denies at once, and the person at the terminal, if any, is told where to
+    answer by ``tell`` (one line).
     """
 
     def approve(command: str, description: str, *, allow_permanent: bool = True, smart_denied: bool = False) -> str:
+        if only_way and tell is not None:
+            shown = command if len(command) <= 80 else command[:79] + "…"
+            tell(f"📱 LineUp: approve or deny on the App: {shown} (no answer: denied)")
         arguments = approval_card(command, description, allow_permanent=allow_permanent, smart_denied=smart_denied)
         offered = [str(c["value"]) for c in arguments["choices"]]
         answered = Answered()

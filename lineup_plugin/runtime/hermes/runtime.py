@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -570,8 +571,9 @@ class HermesRuntime(AgentRuntime):
                 cli, only_way = compat.approving_cli(), True
             if cli is None:
                 return
+            tell = partial(print, file=sys.stderr) if sys.stderr.isatty() and self.may_print() else None
             compat.hook_cli_approval(
-                cli, lambda prompt: racing(partial(self.ask_cli, cli=cli), cli, prompt, only_way=only_way)
+                cli, lambda prompt: racing(partial(self.ask_cli, cli=cli), cli, prompt, only_way=only_way, tell=tell)
             )
         except Exception:  # Hermes moved its prompt: the terminal still asks, as before
             log.warning("lineup: cannot show the CLI's approvals on the App", exc_info=True)
