@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HandedOverError, LineUpError, OwnerUnreachable, ProtocolError
 from ..ports import Link
@@ -71,7 +71,7 @@ from ..protocol.forward import (
     decode_line,
     encode_line,
 )
-from ..protocol.live import INTERRUPTED
+from ..protocol.live import INTERRUPTED, interrupt_reason
 from ..protocol.messages import MAX_TEXT, Origin, ToolResult
 from .base import Conversation
 
@@ -151,9 +151,11 @@ class ForwardLink:
         self.writer.close()
 
 
-def as_link(link: ForwardLink) -> Link:
-    """``link`` as the port it is: the type checker holds :class:`ForwardLink` to ``ports.Link``."""
-    return link
+if TYPE_CHECKING:
+
+    def _a_link(link: ForwardLink) -> Link:
+        """Never called: the type checker holds :class:`ForwardLink` to the ``ports.Link`` it is."""
+        return link
 
 
 # ------------------------------------------------------------------------------ the server
@@ -493,7 +495,7 @@ class Forwarder:
         """Forward the call and block until its result; raises :class:`OwnerUnreachable` to try again.
 
         ``is_interrupted`` is polled every ``poll`` seconds: once true the call is cancelled
-        there (the result says how it ended). ``on_interrupt`` is told when the serving process
+        there, with the check's reason (the result says how it ended). ``on_interrupt`` is told when the serving process
         asks this one to interrupt its run (the App's stop button).
         """
         request = CallLine.model_construct(
@@ -562,7 +564,8 @@ class Forwarder:
             if not cancelled and is_interrupted():
                 cancelled = True
                 try:
-                    forwarded.send(CancelLine(call_id=call_id, reason=INTERRUPTED))
+                    reason = bounded(interrupt_reason(is_interrupted))  # a line's reason is at most MAX_REASON
+                    forwarded.send(CancelLine(call_id=call_id, reason=reason))
                 except OSError as exc:
                     raise OwnerUnreachable(f"the serving process went away: {exc}") from None
 

@@ -22,6 +22,7 @@ from lineup_plugin.protocol.messages import (
     FileChunk,
     FileStored,
     History,
+    HistoryOlder,
     MessageDelta,
     PushSubscribe,
     Text,
@@ -71,6 +72,7 @@ SAMPLES = [
         {"subscription": {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}}
     ),
     PushSubscribe(subscription=None),
+    HistoryOlder(before=120, history_id="h1"),
     DeviceWelcome(device_id="phone", agent=AGENT, push_key="BNcR-key"),
 ]
 

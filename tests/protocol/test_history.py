@@ -170,9 +170,7 @@ def test_hostile_last_seq_is_refused_with_the_field_named(last_seq: object, prob
 
 def test_retention_by_count_hands_out_at_most_the_limit() -> None:
     retention = Retention(limit=3, max_age=None)
-    records = FakeRecords(retention=retention)
-    rig = Rig(records=records)
-    rig.session = Session(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+    rig = Rig.keeping(retention)
     hello(rig, "phone")
     for number in range(1, 8):
         rig.session.send_text(f"m{number}")
@@ -184,9 +182,7 @@ def test_retention_by_count_hands_out_at_most_the_limit() -> None:
 
 def test_retention_by_age_drops_entries_older_than_max_age_by_the_session_clock() -> None:
     retention = Retention(limit=100, max_age=60.0)
-    records = FakeRecords(retention=retention)
-    rig = Rig(records=records)
-    rig.session = Session(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+    rig = Rig.keeping(retention)
     hello(rig, "phone")
     rig.session.send_text("old")
     rig.drain()

@@ -68,18 +68,37 @@ def services(tmp_path: Path, port: int) -> Iterator[tuple[LineUpService, LineUpS
     gateway.stop()
 
 
+class Withdrawn:
+    """An interrupt check that says why (as the CLI's approval prompt answered at the keyboard does)."""
+
+    def __init__(self, event: threading.Event, reason: str) -> None:
+        self.event = event
+        self.reason = reason
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+
 class Asking:
     """A tool call made on a thread of the forwarding process, which a test may interrupt."""
 
-    def __init__(self, service: LineUpService, name: str = "choice", args: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        service: LineUpService,
+        name: str = "choice",
+        args: dict[str, Any] | None = None,
+        *,
+        reason: str | None = None,
+    ) -> None:
         self.interrupted = threading.Event()
         self.service = service
+        check = Withdrawn(self.interrupted, reason) if reason is not None else self.interrupted.is_set
         self.task = asyncio.create_task(
             asyncio.to_thread(
                 service.call_blocking,
                 name,
                 CHOICE if args is None else args,
-                is_interrupted=self.interrupted.is_set,
+                is_interrupted=check,
                 heartbeat=lambda: None,
                 deadline=60,
             )
@@ -151,6 +170,22 @@ async def test_an_interrupt_in_the_forwarding_process_cancels_the_card_on_the_ap
     assert isinstance(cancel, ToolCancel) and cancel.call_id == call.call_id
     result = await asking.result()
     assert (result.status, result.call_id) == ("cancelled", call.call_id)
+    await app.close()
+
+
+async def test_an_interrupt_that_says_why_reaches_the_card_through_the_serving_process(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app = await connect(port)
+    said = "answered in the terminal: Deny"
+    asking = Asking(chat, reason=said)
+    call = await app.next_call()
+    asking.interrupted.set()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and (cancel.call_id, cancel.reason) == (call.call_id, said)
+    assert cancel.outcome is not None and cancel.outcome.result == {"message": said}
+    assert (await asking.result()).status == "cancelled"
     await app.close()
 
 
@@ -589,5 +624,5 @@ def test_a_serving_process_that_answers_nonsense_gives_a_clear_error_not_a_crash
 
 
 def test_a_forwarding_connection_is_a_link_of_the_serving_hub() -> None:
-    link = forward.as_link(forward.ForwardLink.__new__(forward.ForwardLink))  # mypy checks it against the port
+    link = forward.ForwardLink.__new__(forward.ForwardLink)  # mypy checks the class against the port
     assert link.max_text == forward.MAX_LINE and callable(link.send) and callable(link.close)
