@@ -189,6 +189,22 @@ async def test_an_interrupt_that_says_why_reaches_the_card_through_the_serving_p
     await app.close()
 
 
+async def test_an_interrupt_whose_reason_is_over_the_lines_bound_is_cut_not_a_crash(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    """A cancel line's reason is at most MAX_REASON characters: the forwarder cuts a check's longer one."""
+    _, chat = services
+    app = await connect(port)
+    asking = Asking(chat, reason="x" * (MAX_REASON * 3))
+    call = await app.next_call()
+    asking.interrupted.set()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.call_id == call.call_id
+    assert cancel.reason is not None and len(cancel.reason) == MAX_REASON and cancel.reason.startswith("xxx")
+    assert (await asking.result()).status == "cancelled"
+    await app.close()
+
+
 async def test_the_apps_stop_button_interrupts_the_forwarding_process_and_closes_its_card(
     services: tuple[LineUpService, LineUpService], port: int
 ) -> None:
