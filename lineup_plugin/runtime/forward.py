@@ -246,12 +246,13 @@ class ForwardServer:
             self._tasks.discard(task)
             writer.close()
 
-    async def _read(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The next line; None at the end of the stream; ProtocolError for a line cut off or too long."""
+    async def _read(self, reader: asyncio.StreamReader, *, cut_is_end: bool = False) -> bytes | None:
+        """The next line; None at the end of the stream (also in the middle of a line, if ``cut_is_end``: a
+        process killed while it wrote); ProtocolError for a line cut off or too long."""
         try:
             return await reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
+            if not exc.partial or cut_is_end:
                 return None
             raise ProtocolError("the line was cut off") from None
         except asyncio.LimitOverrunError:
@@ -344,7 +345,7 @@ class ForwardServer:
         try:
             while True:
                 if reading is None:
-                    reading = asyncio.ensure_future(self._read(reader))
+                    reading = asyncio.ensure_future(self._read(reader, cut_is_end=True))
                 pending: set[asyncio.Future[Any]] = {waiting, reading}
                 await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():

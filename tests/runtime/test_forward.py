@@ -348,6 +348,19 @@ async def test_a_forwarding_process_that_dies_has_its_card_cancelled(
     await app.close()
 
 
+async def test_a_forwarding_process_that_dies_in_the_middle_of_a_line_has_its_card_cancelled_as_gone(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+) -> None:
+    app = await connect(port)
+    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-of-a-process-killed-mid-line")
+    assert (await app.next_call()).call_id == "call-of-a-process-killed-mid-line"
+    sock.sendall(b'{"op": "cancel", "rea')  # killed while it wrote
+    sock.close()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
+    await app.close()
+
+
 @pytest.mark.parametrize(
     ("line", "says"),
     [
