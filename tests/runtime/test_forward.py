@@ -335,26 +335,21 @@ async def test_a_call_left_open_by_a_killed_process_that_nobody_claims_is_closed
         other.stop()
 
 
+async def card_by_hand(app: WsApp, data_dir: Path, call_id: str) -> socket.socket:
+    """A card asked by a forwarder speaking the socket by hand (:func:`forward_raw`), once the App shows it."""
+    sock = await asyncio.to_thread(forward_raw, data_dir, call_id)
+    assert (await app.next_call()).call_id == call_id
+    sock.settimeout(30)
+    return sock
+
+
+@pytest.mark.parametrize("last", [b"", b'{"op": "cancel", "rea'], ids=["between-lines", "in-the-middle-of-a-line"])
 async def test_a_forwarding_process_that_dies_has_its_card_cancelled(
-    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path, last: bytes
 ) -> None:
     app = await connect(port)
-    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-from-a-dying-process")
-    call = await app.next_call()
-    assert call.call_id == "call-from-a-dying-process"
-    sock.close()
-    cancel = (await app.next("tool.cancel")).payload
-    assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
-    await app.close()
-
-
-async def test_a_forwarding_process_that_dies_in_the_middle_of_a_line_has_its_card_cancelled_as_gone(
-    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
-) -> None:
-    app = await connect(port)
-    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-of-a-process-killed-mid-line")
-    assert (await app.next_call()).call_id == "call-of-a-process-killed-mid-line"
-    sock.sendall(b'{"op": "cancel", "rea')  # killed while it wrote
+    sock = await card_by_hand(app, tmp_path, "call-from-a-dying-process")
+    sock.sendall(last)  # what it was writing when it was killed
     sock.close()
     cancel = (await app.next("tool.cancel")).payload
     assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
@@ -378,10 +373,8 @@ async def test_a_bad_line_during_a_forwarded_call_is_refused_saying_why_and_its_
 ) -> None:
     """A cancel's reason went unchecked into the result, the store and every App; unknown ops were ignored."""
     app = await connect(port)
-    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-of-a-broken-forwarder")
-    assert (await app.next_call()).call_id == "call-of-a-broken-forwarder"
+    sock = await card_by_hand(app, tmp_path, "call-of-a-broken-forwarder")
     sock.sendall(json.dumps(line).encode() + b"\n")
-    sock.settimeout(30)
     refused = json.loads(await asyncio.to_thread(sock.recv, 65536))
     sock.close()
     assert refused["op"] == "error" and says in refused["message"]
@@ -394,13 +387,11 @@ async def test_a_forwarders_cancel_shows_its_reason_on_the_app(
     services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
 ) -> None:
     app = await connect(port)
-    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-cancelled-with-a-reason")
-    assert (await app.next_call()).call_id == "call-cancelled-with-a-reason"
+    sock = await card_by_hand(app, tmp_path, "call-cancelled-with-a-reason")
     cancel_line = {"op": "cancel", "call_id": "call-cancelled-with-a-reason", "reason": "the CLI was closed"}
     sock.sendall(json.dumps(cancel_line).encode() + b"\n")
     cancel = (await app.next("tool.cancel")).payload
     assert isinstance(cancel, ToolCancel) and cancel.reason == "the CLI was closed"
-    sock.settimeout(30)
     result = json.loads(await asyncio.to_thread(sock.recv, 65536))
     sock.close()
     assert result["op"] == "result" and result["result"]["status"] == "cancelled"
