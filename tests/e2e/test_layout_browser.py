@@ -64,6 +64,11 @@ async def test_the_header_is_one_row_on_a_phone(agent: Agent, browser: Browser, 
     hint = await page.locator("#notify-hint").bounding_box()
     assert hint is None or hint["height"] <= 1
     assert await no_sideways_scroll(page)
+    # away from the agent: the link's state takes the room of the agent's (not known then)
+    await agent.server.close()
+    await expect(page.locator("#link")).to_have_text("Reconnecting…")
+    box = await page.locator(".topbar").bounding_box()
+    assert box is not None and box["height"] <= 56, box
 
 
 @pytest.mark.parametrize("font_px", [16, 20, 32])
