@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .push.service import PushService
 
 
-
 class AgentSide(ABC):
     """What a runtime asks of the hub (see the module docstring)."""
 

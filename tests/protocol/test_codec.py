@@ -62,8 +62,14 @@ SAMPLES = [
             "head": 2,
             "entries": [
                 {"seq": 1, "at": "2026-11-30T09:00:00+00:00", "conversation_id": "c", "event": "text.in", "text": "hi"},
-                {"seq": 2, "at": "2026-11-30T09:00:01+00:00", "conversation_id": "c", "event": "call.end",
-                 "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}}, "device_id": "phone"},
+                {
+                    "seq": 2,
+                    "at": "2026-11-30T09:00:01+00:00",
+                    "conversation_id": "c",
+                    "event": "call.end",
+                    "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}},
+                    "device_id": "phone",
+                },
             ],
             "conversations": [{"conversation_id": "c", "title": "Deploy", "last_seq": 2}],
         }
