@@ -10,8 +10,7 @@ Public API::
         register({"name": "rate", "type": "action", "inputSchema": {...}})   # an App tool
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import (
     ArgumentsError,
@@ -22,8 +21,10 @@ from .errors import (
     HandedOverError,
     LineUpError,
     MediaError,
+    OwnerUnreachable,
     ProtocolError,
     PushError,
+    PushServiceNotAllowed,
     RelayAuthError,
     RelayError,
     RelayProtocolError,
@@ -36,6 +37,7 @@ from .errors import (
     VersionError,
 )
 from .hookspecs import hookimpl, hookspec
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -46,20 +48,16 @@ if TYPE_CHECKING:
 # Loaded on first use, so that importing the package (``from lineup_plugin import hookimpl``, or the
 # Hermes entry point) loads neither pydantic nor the protocol models.
 _LAZY = {
-    "Hub": "hub",
-    "load_registry": "plugins",
-    "Registry": "tools.registry",
+    "Hub": ".hub",
+    "load_registry": ".plugins",
+    "Registry": ".tools.registry",
     **dict.fromkeys(
-        ("ActionDefinition", "Call", "CallState", "Envelope", "ToolCall", "ToolDefinition", "ToolResult"), "protocol"
+        ("ActionDefinition", "Call", "CallState", "Envelope", "ToolCall", "ToolDefinition", "ToolResult"), ".protocol"
     ),
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lineup_plugin' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __version__ = "0.1.0"
@@ -78,8 +76,10 @@ __all__ = [
     "Hub",
     "LineUpError",
     "MediaError",
+    "OwnerUnreachable",
     "ProtocolError",
     "PushError",
+    "PushServiceNotAllowed",
     "Registry",
     "RelayAuthError",
     "RelayError",

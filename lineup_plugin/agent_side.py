@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .push.service import PushService
 
 
-
 class AgentSide(ABC):
     """What a runtime asks of the hub (see the module docstring)."""
 
@@ -47,10 +46,6 @@ class AgentSide(ABC):
     @abstractmethod
     def _flush(self, *, retry: bool = True) -> list[Event]:
         """Commit the session's batch, then send it; the events it held (the hub's loop step)."""
-
-    @abstractmethod
-    def _arm_timer(self) -> None:
-        """Arm the one timer at the session's next deadline (the hub's)."""
 
     def _audit(self, event: str, link: Link | None, detail: str = "", call_id: str | None = None) -> None:
         self.session.audit(event, link=link, call_id=call_id, detail=detail)
@@ -172,10 +167,10 @@ class AgentSide(ABC):
         says who asks (shown on the card).
         """
         known = self.stored_call(call_id) if call_id is not None else None
-        if known is not None:
-            self.session.calls.claim(known.call_id)
-            self._arm_timer()
-            return await self._wait(known, owner=False)
+        if known is not None:  # the session's rule: not started again, a recovered call is claimed
+            call = self.session.start_call(known.request, wait=0, known=known)
+            self._flush()
+            return await self._wait(call, owner=False)
         prepared = prepare_call(
             self.registry, name, arguments, call_id=call_id or codec.new_id("call"), action=action, origin=origin
         )

@@ -11,11 +11,13 @@ The hierarchy::
     │   ├── ArgumentsError       a call's arguments do not match the action's inputSchema
     │   └── RendererError        a plugin's App renderer cannot be registered (missing, too big, not its tool)
     ├── HandedOverError          this process stopped serving: a live call goes on in the next one
+    ├── OwnerUnreachable         the process serving the App cannot be reached to forward a call (try again)
     ├── ConfigError              a setting has a bad value (the message names the setting)
     ├── StoreError               the durable store cannot be opened or written
     │   └── StoreBusyError       another process already holds the store's database file
     ├── MediaError               a file sent either way was refused (too large, wrong type, damaged...)
     ├── PushError                a Web Push subscription was refused, or the push keys cannot be kept
+    │   └── PushServiceNotAllowed    its endpoint is at a push service the push_services setting does not name
     └── TransportError           a transport cannot connect, send or receive
         ├── AuthError            the peer refused our credentials, or we refused theirs
         └── RelayError           the WuKongIM server answered with a failure reason code
@@ -78,6 +80,11 @@ class HandedOverError(LineUpError):
     """This process stopped serving while a call was live: the call goes on in the process that serves next."""
 
 
+class OwnerUnreachable(LineUpError):
+    """The process that serves the App could not be reached, or went away before a forwarded call ended:
+    the forwarding process tries again (it may serve itself now)."""
+
+
 class ConfigError(LineUpError):
     """A configuration setting has a bad value; the message names the setting."""
 
@@ -100,6 +107,10 @@ class MediaError(LineUpError):
 
 class PushError(LineUpError):
     """A Web Push subscription was refused (the message says why), or the push keys cannot be kept."""
+
+
+class PushServiceNotAllowed(PushError):
+    """A Web Push subscription's endpoint is at a push service the ``push_services`` setting does not name."""
 
 
 class TransportError(LineUpError):

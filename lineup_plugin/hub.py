@@ -123,7 +123,8 @@ class Hub(AgentSide):
         self._timer_at: float | None = None
         self._devices_changed = asyncio.Event()
         self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
-        #: the conversation of the App text :attr:`on_text` is handling (``default`` when not told)
+        #: the conversation of the App text :attr:`on_text` or :attr:`on_files` is handling (``default``
+        #: when not told)
         self.text_conversation = conversation_id
         #: the calls a previous process left pending and this hub closed when it was made (the
         #: others wait ``reclaim`` seconds for the processes that forwarded them to claim them again)
@@ -309,7 +310,9 @@ class Hub(AgentSide):
             await _maybe_await(self.on_text(event.device_id, event.text) if self.on_text else None)
             return
         links = [peer.link for peer in self.peers if peer.device_id == event.device_id]
-        files = self.files.with_text(event.attachments, links)
+        files = self.files.with_text(event.attachments, links, ref=event.ref)
+        if files is not None:
+            self.session.history.keep_text(event)  # committed before the runtime hears of it
         self._flush()
         if files is None:
             return

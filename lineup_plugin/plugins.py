@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from . import hookspecs
+from .private import write_private
 from .tools.agent_schema import function_schema
 
 if TYPE_CHECKING:
@@ -189,12 +190,8 @@ def remember_function_schemas(
 ) -> None:
     """Keep the plugins' function schemas for the next start (best effort: a failure is only logged)."""
     path = data_dir / SCHEMA_CACHE
+    data = json.dumps({"key": plugins_fingerprint(environ), "schemas": schemas})
     try:
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump({"key": plugins_fingerprint(environ), "schemas": schemas}, file)
-        os.replace(partial, path)  # whole or not at all
+        write_private(path, data.encode("utf-8"))  # whole or not at all
     except OSError as exc:
         log.debug("lineup: could not keep the tool schemas in %s: %s", path, exc)

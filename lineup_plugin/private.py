@@ -1,5 +1,8 @@
 """Directories and files only this user can open: 0700 and 0600, whatever already exists and whatever the umask.
 
+:func:`write_private` writes such a file whole or not at all (the pairing file, the push key and
+subscriptions, the forwarding token, the kept tool schemas).
+
 What LineUp keeps (files the App sent, the pairing file, the data directory around them) may be
 private; a data directory another program or an older version made ``0755``, or a umask of
 ``022``, must not leave it readable by the machine's other users.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -61,3 +65,45 @@ def private_file(path: Path, *, append: bool = False) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write ``data`` as file ``path``, only this user's (0600), whole or not at all.
+
+    The bytes go to a new temporary file (0600, created exclusively) in ``path``'s directory, made
+    private (0700) first as :func:`private_dir` does, and are synced to disk; then the file takes
+    ``path``'s name: in place of what is there (``replace``), or only if there is nothing there
+    (``replace=False``: ``FileExistsError`` otherwise, and whatever another process wrote first is
+    kept). A failure leaves ``path`` as it was and no temporary file behind; it raises OSError.
+    """
+    private_dir(path.parent)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    try:
+        try:
+            if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:  # a umask that takes this user's rights too
+                os.fchmod(fd, FILE_MODE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)  # never over a file another process made meanwhile
+        _sync_dir(path.parent)
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()  # a failure's, or the link's other name; gone already after a replace
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a file's new name in directory ``path`` last a power cut (best effort: not every OS can)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -30,7 +30,7 @@ from .protocol.calls import Call, CallState
 from .protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
 from .protocol.messages import ConversationInfo, HistoryEntry, ToolCall, ToolResult
 from .protocol.outputs import Audit, Change, SaveCall, SeenEnvelope, changes_by_kind
-from .protocol.reads import Kept, Known, Wants
+from .protocol.reads import HistoryQuery, Kept, Known, Wants
 
 if TYPE_CHECKING:
     from .config.settings import Settings
@@ -146,8 +146,20 @@ class _OneChange(ABC):
         """At most ``limit`` entries with a seq above ``after`` and a time not before ``oldest_at``, oldest first."""
 
     @abstractmethod
+    def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """The newest ``limit`` entries with a seq between ``after`` and ``before`` (both excluded) and a
+        time not before ``oldest_at``, oldest first."""
+
+    @abstractmethod
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
+
+    def history(self, query: HistoryQuery) -> list[HistoryEntry]:
+        """The entries ``query`` asks for, oldest first."""
+        after, oldest_at, limit, before = query
+        if before is not None:
+            return self.history_before(before, after=after, oldest_at=oldest_at, limit=limit)
+        return self.history_after(after, oldest_at=oldest_at, limit=limit)
 
     def kept(self) -> Kept:
         """The state of the store's history: its id, its head, its conversations."""
@@ -160,7 +172,7 @@ class _OneChange(ABC):
         if not call_ids and query is None:
             return Known(seen) if seen else _NOTHING
         calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
-        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        history = self.history(query) if query is not None else []
         return Known(seen, calls, history)
 
     def salvage(self, changes: list[Change]) -> set[str]:
@@ -295,6 +307,17 @@ class MemoryStore(_OneChange):
         found = [record for seq, record in self._history.items() if seq > after and record.at >= oldest_at]
         return [record.entry() for record in found[:limit]]
 
+    def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
+        than ``oldest_at``, oldest first."""
+        found: list[Record] = []
+        for seq, record in reversed(self._history.items()):
+            if len(found) >= limit or seq <= after:
+                break
+            if seq < before and record.at >= oldest_at:
+                found.append(record)
+        return [record.entry() for record in reversed(found)]
+
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
         return [c.info() for c in reversed(self._conversations.values())]
@@ -412,6 +435,7 @@ _PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
 #: conversations whose history is gone (at open; a conversation is listed only while it has entries)
 _PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE conversation_id NOT IN (SELECT conversation_id FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
+_READ_HISTORY_BEFORE = "SELECT entry FROM history WHERE seq > ? AND seq < ? AND at >= ? ORDER BY seq DESC LIMIT ?"
 #: the conversations with entries kept: title and closed mark (written when they change), latest seq, its time
 _READ_CONVERSATIONS = """
 SELECT h.conversation_id, c.title, max(h.seq), max(h.at), coalesce(c.closed, 0) FROM history h
@@ -715,7 +739,15 @@ class SQLiteStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
-        rows = self._read("reading the history", _READ_HISTORY, (after, oldest_at, limit))
+        return self._entries(self._read("reading the history", _READ_HISTORY, (after, oldest_at, limit)))
+
+    def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
+        """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
+        than ``oldest_at``, oldest first."""
+        rows = self._read("reading the history", _READ_HISTORY_BEFORE, (after, before, oldest_at, limit))
+        return self._entries(rows[::-1])
+
+    def _entries(self, rows: list[Any]) -> list[HistoryEntry]:
         try:
             return [HistoryEntry.model_validate_json(text) for (text,) in rows]
         except ValueError as exc:

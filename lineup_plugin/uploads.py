@@ -46,15 +46,17 @@ class Uploads:
             self.audit(event.link, f"{file.sha256} {file.size}")
             self.reply(event.link, FileStored(upload_id=message.upload_id, file=media.attachment(file)))
 
-    def with_text(self, attachments: Iterable[Attachment], links: Iterable[Any]) -> list[StoredFile] | None:
+    def with_text(
+        self, attachments: Iterable[Attachment], links: Iterable[Any], *, ref: str | None = None
+    ) -> list[StoredFile] | None:
         """The files sent with a message (each uploaded before, or inline); None when one is refused:
-        the device's ``links`` are told the message was not delivered."""
+        the device's ``links`` are told the message (envelope ``ref``) was not delivered."""
         try:
             media = self._store("takes")
             return [media.received(attachment) for attachment in attachments]
         except MediaError as exc:
             for link in links:
-                self.reply(link, Error(code=exc.code, message=f"the message was not delivered: {exc}"))
+                self.reply(link, Error(code=exc.code, message=f"the message was not delivered: {exc}", ref=ref))
             return None
 
     def outgoing(self, data: bytes, name: str, mime: str, *, inline: bool) -> Attachment:

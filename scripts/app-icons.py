@@ -9,7 +9,11 @@ It writes, into ``lineup_plugin/app/``:
   is drawn at 60 % of the size in the middle, inside the safe zone (a circle of 80 % of the width)
   that every launcher mask keeps;
 - ``apple-touch-icon.png`` (180×180): for iOS "Add to Home Screen", full-bleed (iOS rounds the
-  corners itself and would show transparent corners black).
+  corners itself and would show transparent corners black);
+- ``badge-96.png``: the ``badge`` of a card's notification (``sw.js``, ``notify.js``): the mark
+  alone, white on transparent and framed close, since Android draws a badge from its alpha only.
+
+``.venv/bin/python scripts/app-icons.py badge-96.png`` draws only the files it names.
 
 The PNGs are committed: the App is served and exported as files, nothing is drawn at run time.
 Chromium is Debian's (the end-to-end tests' browser, ``tests/e2e/browser.py``).
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import sys
 from pathlib import Path
 
@@ -39,6 +44,14 @@ ICONS = (
     ("icon-maskable-512.png", 512, 0.6, True),
     ("apple-touch-icon.png", 180, 0.8, True),
 )
+#: the notification badge: file and size in pixels (drawn from :func:`badge_svg`)
+BADGE = ("badge-96.png", 96)
+
+
+def badge_svg(svg: bytes) -> bytes:
+    """The icon's mark without its blue square, the view cut close around it (the mark fills ~80 %)."""
+    mark = re.sub(r"<rect[^>]*/>", "", svg.decode())
+    return mark.replace('viewBox="0 0 32 32"', 'viewBox="4 4 24 24"').encode()
 
 
 def page(svg: bytes, size: int, scale: float, full_bleed: bool) -> str:
@@ -54,14 +67,20 @@ def page(svg: bytes, size: int, scale: float, full_bleed: bool) -> str:
 
 
 async def main() -> None:
-    """Draw every icon of :data:`ICONS` into the App's directory."""
+    """Draw every icon of :data:`ICONS` and the :data:`BADGE` (or those named on the command line) into the
+    App's directory."""
     svg = (APP / "icon.svg").read_bytes()
+    drawn = [(name, svg, size, scale, full_bleed) for name, size, scale, full_bleed in ICONS]
+    drawn.append((BADGE[0], badge_svg(svg), BADGE[1], 1.0, False))
+    wanted = set(sys.argv[1:])
     async with async_playwright() as playwright:
         browser = await launch(playwright)
-        for name, size, scale, full_bleed in ICONS:
+        for name, source, size, scale, full_bleed in drawn:
+            if wanted and name not in wanted:
+                continue
             context = await browser.new_context(viewport={"width": size, "height": size}, device_scale_factor=1)
             tab = await context.new_page()
-            await tab.set_content(page(svg, size, scale, full_bleed))
+            await tab.set_content(page(source, size, scale, full_bleed))
             await tab.locator("img").evaluate("img => img.decode()")
             await tab.screenshot(path=str(APP / name), omit_background=not full_bleed)
             await context.close()

@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -265,6 +266,45 @@ def test_a_forwarding_socket_that_refuses_the_token_fails(serving: tuple[Path, i
     assert finding.status == "fail"
     assert "refused the hello: wrong token" in finding.detail
     assert finding.fix.startswith("restart the serving process (pid ")
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (b"\xff\xfe garbage\n", "it answered something that is not the forwarding protocol (not JSON: "),
+        (
+            b'{"op": "interrupt", "reason": "stop"}\n',
+            "it answered a hello with a line of op 'interrupt', which only a call gets",
+        ),
+        (b"x" * 70_000, "it answered more than 64 KiB"),
+    ],
+    ids=["not-json", "another-line", "too-long"],
+)
+def test_a_forwarding_socket_that_answers_nonsense_fails_saying_so_in_words(
+    tmp_path: Path, answer: bytes, says: str
+) -> None:
+    """The doctor read the answer by hand and showed the user ``repr(bytes)``: ``b'\\xff\\xfe garbage\\n'``."""
+    data_dir = tmp_path / "lineup"
+    with lock_held(data_dir):
+        (data_dir / TOKEN_FILE).write_text("a-forwarding-token")
+        heard: list[dict[str, Any]] = []
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(os.fspath(socket_path(data_dir)))
+            server.listen()
+
+            def serve() -> None:
+                peer, _ = server.accept()
+                with peer:
+                    heard.append(json.loads(peer.makefile("rb").readline()))
+                    peer.sendall(answer)
+
+            thread = threading.Thread(target=serve)
+            thread.start()
+            finding = doctor.check_forwarding(context(data_dir))
+            thread.join(30)
+    assert heard == [{"op": "hello", "token": "a-forwarding-token", "pid": os.getpid()}]
+    assert finding.status == "fail" and f"refused the hello: {says}" in finding.detail
+    assert "b'" not in finding.detail and "\\x" not in finding.detail
 
 
 def test_forwarding_is_skipped_while_nothing_serves(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ encoding: ``codec.encode_envelope``         ``codec.encode(codec.envelope(...))`
                                             (the model dump)                          clock's timestamp or now
 history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the       the same text, the same entry
 ``Record.entry`` (model_construct)          record's fields, then dumped
-storable check: ``codec._storable``          ``codec._refuse`` (the walk that keeps    storable or not (the walk then
+storable check: ``codec._storable``         ``codec._refuse`` (the walk that keeps    storable or not (the walk then
 (``check_storable`` without a path per      every value's path)                       names the place)
 value)
 seen check: ``SQLiteStore.was_seen`` (the   ``SELECT 1 FROM seen`` on the store's     seen or not, through inserts,

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from lineup_plugin import Hub, load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.protocol import codec
-from lineup_plugin.protocol.messages import MAX_SEQ, DeviceHello, History, Text
+from lineup_plugin.protocol.messages import MAX_SEQ, DeviceHello, Error, History, HistoryOlder, Text
 from lineup_plugin.transports.direct.server import DirectServer
 from tests.wsapp import WsApp, encode_from
 
@@ -74,9 +74,7 @@ async def test_another_store_is_another_history_and_the_device_is_told_to_start_
     assert [e.text for e in second.entries] == ["from the second agent"]
 
 
-@pytest.mark.parametrize(
-    "last_seq", [-1, MAX_SEQ + 1, 10**40, "12", 3.0, True, [1], {"seq": 1}]
-)
+@pytest.mark.parametrize("last_seq", [-1, MAX_SEQ + 1, 10**40, "12", 3.0, True, [1], {"seq": 1}])
 async def test_a_hostile_last_seq_is_refused_with_a_clear_reason_and_nothing_else_is_told(
     tmp_path: Path, last_seq: object
 ) -> None:
@@ -118,3 +116,36 @@ async def test_replayed_text_envelope_is_kept_once(tmp_path: Path) -> None:
         await app.close()
 
     assert [(e.event, e.ref) for e in history.entries] == [("text.in", "msg-once"), ("text.in", "msg-marker")]
+
+
+async def test_older_pages_over_a_real_websocket_from_sqlite_after_a_restart(tmp_path: Path) -> None:
+    """A new device gets the newest page; each ``history.older`` the page before, read from the SQLite file."""
+    async with serving(tmp_path) as server:
+        for index in range(120):
+            await server.hub.send_text(f"{index:04d} " + "x" * 1_500)
+    # after a restart: the pages come from the file, not from memory
+    async with serving(tmp_path) as server, connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+
+        async def page() -> tuple[History, int]:
+            while True:
+                text = await ws.recv()
+                message = codec.decode(text)
+                if isinstance(message.payload, History):
+                    return message.payload, len(text.encode() if isinstance(text, str) else text)
+
+        await ws.send(encode_from("phone", DeviceHello(device_id="phone", token=TOKEN, last_seq=0, newest_first=True)))
+        first, size = await page()
+        assert first.earlier and size <= 64_000
+        got, more = [first.entries], first.earlier
+        while more:
+            before = got[-1][0].seq
+            await ws.send(encode_from("phone", HistoryOlder(before=before, history_id=first.history_id)))
+            older, size = await page()
+            assert older.before == before and older.older and size <= 64_000
+            got.append(older.entries)
+            more = older.earlier
+        await ws.send(encode_from("phone", HistoryOlder(before=first.head + 5)))
+        error = codec.decode(await ws.recv()).payload
+        assert isinstance(error, Error) and error.code == "unknown_history"
+    texts = [str(entry.text)[:4] for entries in reversed(got) for entry in entries]
+    assert len(got) > 2 and texts == [f"{index:04d}" for index in range(120)]

@@ -21,6 +21,7 @@ from lineup_plugin.protocol.messages import (
     FileBegin,
     FileChunk,
     FileStored,
+    History,
     Text,
 )
 from lineup_plugin.transports.direct.server import DirectServer
@@ -241,10 +242,25 @@ def test_files_past_their_retention_make_room_under_the_quota(tmp_path: Path) ->
 async def test_text_naming_a_file_never_uploaded_is_refused(server: DirectServer) -> None:
     app = await WsApp.connect(server)
     ghost = Attachment(id="ab" * 32, name="ghost.png", mime="image/png", size=3)
-    await app.send(Text(text="see", attachments=[ghost]))
-    error = (await app.next("error")).payload
+    await app.send(Text(text="see", attachments=[ghost]), id="msg-ghost")
+    heard = []
+    while (message := await app.recv()).kind != "error":
+        heard.append(message.payload)
+    error = message.payload
     assert isinstance(error, Error) and error.code == "unknown_file" and "send it again" in error.message
+    assert error.ref == "msg-ghost"  # the App marks that message "not sent", with Retry
+    # not delivered, so not in the history as if it were: no device is shown it
+    assert not [e for p in heard if isinstance(p, History) for e in p.entries if e.ref == "msg-ghost"]
     await app.close()
+    later = await WsApp.connect(server, "tablet")
+    await later.send(Text(text="after"), id="msg-after")
+    shown = []
+    while not any(e.ref == "msg-after" for e in shown):
+        payload = (await later.next("history")).payload
+        assert isinstance(payload, History)
+        shown += payload.entries
+    assert [e.ref for e in shown if e.event == "text.in"] == ["msg-after"]
+    await later.close()
 
 
 async def test_a_small_file_may_come_inline_as_over_the_relay(server: DirectServer) -> None:

@@ -227,3 +227,29 @@ def test_an_answer_that_beats_the_interrupt_is_returned_not_lost(tmp_path: Path)
 
         result = runner.run(race)
     assert (result.status, result.result) == ("completed", ANSWER)
+
+
+def test_an_interrupt_that_says_the_question_was_settled_elsewhere_takes_no_later_answer(tmp_path: Path) -> None:
+    # The CLI's approval prompt was answered at the keyboard (the interrupt's reason says so), then the
+    # App's answer comes before the waiting task wakes: the terminal's answer is the one Hermes took,
+    # so the call ends with it at once and the App's answer is not applied (the App is told so).
+    settings = Settings(host="127.0.0.1", port=0, token="race-test-token-0123456789", data_dir=tmp_path, store="memory")
+    said = "answered in the terminal: Deny"
+    with Runner(settings, load_registry(load_entrypoints=False)) as runner:
+
+        async def race() -> tuple[ToolResult, ToolCancel, ToolCancel]:
+            app = MemoryApp(runner.hub, "phone")
+            await app.connect()
+            pending = _Pending()
+            waiting = asyncio.ensure_future(runner._interruptible("choice", CHOICE, "race-2", None, None, pending))
+            await app.next("tool.call")
+            await pending.interrupt(said)
+            await app.send_payload(ToolResult(call_id="race-2", result=ANSWER))
+            ended, late = (await app.next("tool.cancel")).payload, (await app.next("tool.cancel")).payload
+            assert isinstance(ended, ToolCancel) and isinstance(late, ToolCancel)
+            return await waiting, ended, late
+
+        result, ended, late = runner.run(race)
+    assert (result.status, result.result) == ("cancelled", {"message": said})
+    assert ended.reason == said and ended.outcome is not None and ended.outcome.result == {"message": said}
+    assert late.call_id == "race-2" and late.outcome is not None and late.outcome.status == "cancelled"

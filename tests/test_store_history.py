@@ -12,6 +12,7 @@ from lineup_plugin.errors import StoreError
 from lineup_plugin.protocol.calls import format_timestamp
 from lineup_plugin.protocol.history import DEFAULT_RETENTION, Record, Retention, SaveConversation
 from lineup_plugin.protocol.messages import HistoryEntry, ToolCall
+from lineup_plugin.protocol.reads import HistoryQuery, Wants
 from lineup_plugin.protocol.session import Change
 from lineup_plugin.store import _MIGRATIONS, APPLICATION_ID, SCHEMA_VERSION, MemoryStore, SQLiteStore, Store
 
@@ -56,6 +57,23 @@ def test_entries_are_kept_in_seq_order_and_read_after_a_seq(make) -> None:  # ty
     assert texts(store, after=3) == ["m4", "m5"]
     assert store.history_after(0, oldest_at=START + 4, limit=1000)[0].seq == 4
     assert len(store.history_after(0, oldest_at=EVERYTHING, limit=2)) == 2
+
+
+def test_the_newest_entries_before_a_seq_are_read_oldest_first(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    for seq in range(1, 11):
+        store.apply(entry(seq, START + seq))
+
+    def before(seq: int, *, after: int = 0, oldest_at: float = EVERYTHING, limit: int = 1000) -> list[int]:
+        return [e.seq for e in store.history_before(seq, after=after, oldest_at=oldest_at, limit=limit)]
+
+    assert before(8, limit=3) == [5, 6, 7]  # the newest three below 8, oldest first
+    assert before(11) == list(range(1, 11))
+    assert before(8, after=5) == [6, 7]
+    assert before(8, oldest_at=START + 6) == [6, 7]
+    assert before(1) == [] and before(8, limit=0) == []
+    assert before(2**53 - 1, limit=2) == [9, 10]
+    assert [e.seq for e in store.read(Wants(history=HistoryQuery(0, EVERYTHING, 2, 5))).history] == [3, 4]
 
 
 def test_count_bound_prunes_the_oldest_and_their_conversations(make) -> None:  # type: ignore[no-untyped-def]

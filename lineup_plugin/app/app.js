@@ -92,7 +92,10 @@ const deck = new Deck({
 });
 const cursor = new HistoryCursor();
 const conversations = new Conversations(ui.conversations, ui.feed, {
-  onSwitch: () => feed.toNewest(), // a conversation opens at its newest message
+  onSwitch: () => {
+    feed.toNewest(); // a conversation opens at its newest message
+    askOlder(); // all of it fits on the screen: the older ones too
+  },
   actions: {
     rename: (id, title) => connection.send("conversation.update", { title }, id),
     close: (id) => connection.send("conversation.update", { closed: true }, id),
@@ -132,6 +135,7 @@ function inConversation(id, show, { seq, counts = true } = {}) {
  */
 function showEntry(entry, replay = false, older = false) {
   if (!entry || typeof entry !== "object" || (!replay && !older && !cursor.fresh(entry.seq))) return;
+  cursor.shown(entry.seq);
   const conversation = typeof entry.conversation_id === "string" && entry.conversation_id ? entry.conversation_id : DEFAULT_CONVERSATION;
   const at = entry.at;
   const counts = entry.event !== "text.in"; // what the user typed (on any of their devices) is read
@@ -165,6 +169,7 @@ function replay(items) {
   for (const item of items) {
     if (item?.e) showEntry(item.e, true);
     else if (item?.p && typeof item.p === "object") {
+      cursor.shown(item.s);
       inConversation(item.c, () => {
         if (item.k === "text") feed.agentText({ ...item.p, text: String(item.p.text ?? "") }, item.t);
         else if (item.k === "tool.call") deck.restore(item.p);
@@ -175,13 +180,53 @@ function replay(items) {
   }
 }
 
-/** A history message: what we missed (after device.welcome), or one live entry. */
+/**
+ * The older pages of the history, asked for one at a time as the user scrolls up (history.older):
+ * `asking` the `before` of the request on its way (and `ref` its envelope id), `done` once the
+ * beginning is shown, `ready` once this connection's catch-up has come (asked after it only),
+ * `gap` the element after which the older pages of what was missed go (what was shown before).
+ * @type {{asking: number | null, ref: string | null, done: boolean, ready: boolean, gap: Element | null}}
+ */
+const earlier = { asking: null, ref: null, done: false, ready: false, gap: null };
+
+/** The user is near the oldest message shown: ask for the page before it, unless one is on its way. */
+function askOlder() {
+  if (!earlier.ready || earlier.done || earlier.asking !== null || !feed.nearTop()) return;
+  const before = cursor.oldest ?? cursor.seq + 1;
+  if (before <= 1) {
+    olderDone(false);
+    return;
+  }
+  earlier.asking = before;
+  feed.topLine("loading");
+  const payload = cursor.historyId ? { before, history_id: cursor.historyId } : { before };
+  earlier.ref = connection.send("history.older", payload, conversations.current);
+}
+
+/**
+ * Whether entries older than those shown are kept (`more`); without, the beginning is shown.
+ * @param {unknown} more
+ */
+function olderDone(more) {
+  earlier.done = !more;
+  feed.topLine(earlier.done ? "start" : "");
+}
+
+/** The request for older entries is over without its page (the link dropped, the agent refused it). */
+function olderLost() {
+  earlier.asking = earlier.ref = null;
+  feed.topLine(earlier.done ? "start" : "");
+}
+
+/** A history message: what we missed (after device.welcome), one live entry, or an older page. */
 function showHistory(history) {
   if (history.reset) {
     ui.feed.replaceChildren();
     deck.clear();
     boards.open.clear();
     conversations.clear();
+    Object.assign(earlier, { asking: null, ref: null, done: false, gap: null });
+    feed.topLine("");
   }
   cursor.restart(history.history_id, history.reset);
   for (const info of Array.isArray(history.conversations) ? history.conversations : []) {
@@ -190,9 +235,27 @@ function showHistory(history) {
     conversations.update(info.conversation_id, { title: info.title, closed, seq: info.last_seq });
   }
   const entries = Array.isArray(history.entries) ? history.entries : [];
-  if (history.older) {
-    // a page from before everything shown (the catch-up came newest page first): above it, kept before it
-    feed.above(() => cursor.older(() => entries.forEach((entry) => showEntry(entry, false, true))));
+  const older = () => entries.forEach((entry) => showEntry(entry, false, true));
+  if (typeof history.before === "number") {
+    // the page a history.older asked for: above everything shown (a late or repeated one: dropped)
+    if (history.before !== earlier.asking) return;
+    earlier.asking = earlier.ref = null;
+    feed.above(() => cursor.older(older));
+    olderDone(history.earlier);
+    askOlder(); // still near the top (nothing of this conversation in that page): the next one
+  } else if (history.older) {
+    // an older page of what was missed (the catch-up came newest page first): between what was
+    // shown before and that page, kept there too
+    feed.above(() => cursor.older(older, { gap: true }), earlier.gap);
+  } else if (Array.isArray(history.conversations)) {
+    // the first message of a catch-up; shown nothing of this history before, we are told whether it has more
+    const fresh = cursor.oldest === null;
+    earlier.gap = ui.feed.lastElementChild;
+    cursor.mark();
+    for (const entry of entries) showEntry(entry);
+    earlier.ready = true;
+    if (fresh || history.earlier) olderDone(history.earlier);
+    askOlder();
   } else for (const entry of entries) showEntry(entry);
 }
 
@@ -246,6 +309,7 @@ const HANDLERS = {
   },
   error: (payload) => {
     if (payload.code === "auth_failed") return; // the close that follows says it
+    if (earlier.ref !== null && payload.ref === earlier.ref) olderLost(); // said below, like any refusal
     if (payload.upload_id && uploads.failed(payload)) return; // told with the message it belonged to
     if (deliveries.refused(payload.ref, String(payload.message ?? payload.code))) return; // marked on it
     if (!deck.problem(payload)) feed.message("system", `The agent refused a message: ${payload.message}`);
@@ -266,6 +330,10 @@ const connection = new Transport({
   },
   onState: (state) => {
     showLink(ui.link, state);
+    if (state !== "connected") {
+      earlier.ready = false; // older pages are asked for again after the next catch-up
+      if (earlier.asking !== null) olderLost();
+    }
     $("reconnect").hidden = state !== "reconnecting"; // waiting out a backoff: offer to try at once
     deck.link(state);
   },
@@ -289,6 +357,7 @@ const connection = new Transport({
 });
 
 const deliveries = new Deliveries(feed, connection);
+feed.onTop = askOlder;
 
 function start({ host, token }) {
   ui.host.value = host;

@@ -21,6 +21,13 @@ const BUSY = new Set(["thinking", "waiting_input", "running"]);
 const REPLIES_KEPT = 500;
 /** How near the bottom (px) counts as "at the newest message". */
 const NEAR_BOTTOM = 48;
+/** How near the top (px, at least) counts as "at the oldest message shown": older ones are asked for. */
+const NEAR_TOP = 200;
+/** What the line above the oldest message says while older ones load, and once there are none. */
+const TOP_LINE = {
+  loading: "Loading earlier messages…",
+  start: "Beginning of the conversation",
+};
 const LINK_STATE = {
   connecting: "Connecting…",
   connected: "Connected",
@@ -70,6 +77,10 @@ export class Feed {
     this.anchor = undefined;
     /** whether the view keeps to the newest message (the user has not scrolled up) */
     this.following = true;
+    /** @type {(() => void) | null} called when the view is near the oldest message shown (see nearTop()) */
+    this.onTop = null;
+    this.top = h("p", { class: "feed-top", role: "status", "data-state": "" }); // its line is kept: nothing moves
+    scroller.insertBefore(this.top, list); // above every message: "Loading earlier messages…"
     this.jump = h("button", { type: "button", class: "jump", hidden: true, onclick: () => this.toNewest() }, "↓ New messages");
     scroller.append(this.jump); // sticks to the bottom of the view
     let lastTop = 0;
@@ -80,6 +91,7 @@ export class Feed {
         this.jump.hidden = true;
       } else if (top < lastTop - 1) this.following = false; // the user went up (growing content moves nothing)
       lastTop = top;
+      if (this.nearTop()) this.onTop?.();
     });
     // whatever grows (a message, a picture loading, a reply being written, the view shown at
     // last, the keyboard opening): keep to the newest message if the user was there
@@ -97,6 +109,21 @@ export class Feed {
     this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
+  /** Whether the view shows (or nearly) the oldest message shown: half a screen, at least NEAR_TOP px, from the top. */
+  nearTop() {
+    const { scrollTop, clientHeight } = this.scroller;
+    return clientHeight > 0 && scrollTop < Math.max(NEAR_TOP, clientHeight / 2); // 0: not on screen
+  }
+
+  /**
+   * What the line above the oldest message says: older ones are loading, there are none, or nothing.
+   * @param {"loading" | "start" | ""} state
+   */
+  topLine(state) {
+    this.top.textContent = state ? TOP_LINE[state] : "";
+    this.top.dataset.state = state;
+  }
+
   /** Show the newest message and follow again (opening a conversation, the jump button). */
   toNewest() {
     this.following = true;
@@ -110,11 +137,8 @@ export class Feed {
    */
   add(node) {
     this.onAdd?.(node); // e.g. tag it with its conversation
-    if (this.anchor !== undefined) {
-      const { scrollHeight, scrollTop } = this.scroller;
-      this.list.insertBefore(node, this.anchor);
-      if (!this.following) this.scroller.scrollTop = scrollTop + (this.scroller.scrollHeight - scrollHeight); // what was seen stays
-    } else {
+    if (this.anchor !== undefined) this.list.insertBefore(node, this.anchor); // above(): its place holds the view
+    else {
       this.list.append(node);
       if (!this.following && !node.hidden) this.jump.hidden = false;
     }
@@ -122,17 +146,22 @@ export class Feed {
   }
 
   /**
-   * Add what `show()` adds above everything shown so far (an older page of the history), in its order.
+   * Add what `show()` adds above everything shown so far (an older page of the history), in its
+   * order — or right below element `after` (what was shown before a catch-up's newest page). What
+   * the user looks at stays where it is on the screen.
    * @param {() => void} show
+   * @param {Element | null} [after]
    */
-  above(show) {
+  above(show, after = null) {
+    const { scrollHeight, scrollTop } = this.scroller;
     /** @type {Node | null | undefined} */
-    this.anchor = this.list.firstChild;
+    this.anchor = after?.parentNode === this.list ? after.nextSibling : this.list.firstChild;
     try {
       show();
     } finally {
       this.anchor = undefined;
     }
+    if (!this.following) this.scroller.scrollTop = scrollTop + (this.scroller.scrollHeight - scrollHeight); // what was seen stays
   }
 
   /**

@@ -107,6 +107,8 @@ export class Connection {
    */
   connect(host, token) {
     this.disconnect();
+    // what was queued for another agent is not for this one (a typed message could be private)
+    if (this.host && (host !== this.host || token !== this.token)) this.outbox = [];
     Object.assign(this, { host, token, attempts: 0 });
     this.open("connecting");
   }

@@ -203,7 +203,8 @@ export class Notifier {
     const notification = new Notification(TITLES[call.name] ?? `The agent calls ${call.name}`, {
       body,
       tag: call.call_id, // one notification per card, even when it is re-sent
-      icon: "icon.svg",
+      icon: "icon-192.png", // PNG, as the service worker's (sw.js): Android may draw no SVG there
+      badge: "badge-96.png",
     });
     this.shown.set(call.call_id, notification);
     notification.onclick = () => {

@@ -4,7 +4,7 @@
 // the token) and keeps the answer; a link made by `lineup pair --link` carries the same in its
 // fragment (#pair=..., which browsers never send), key pair included. Kept in localStorage.
 
-import { b64url, fromB64url, newKeyPair } from "./e2e.js";
+import { fromB64url, newKeyPair } from "./e2e.js";
 import { socketUrl } from "./credentials.js";
 
 const PAIRING_KEY = "lineup.pairing";
@@ -44,11 +44,6 @@ export function takePairingFromFragment() {
   } catch (error) {
     throw new Error(`The pairing link is damaged (${error.message}); make a new one with lineup pair --link.`);
   }
-}
-
-/** The fragment value of a pairing link for `pairing` (to open the exported App elsewhere). */
-export function pairingFragment(pairing) {
-  return `pair=${b64url(new TextEncoder().encode(JSON.stringify(pairing)))}`;
 }
 
 /**

@@ -117,6 +117,8 @@ export class RelayConnection {
    */
   connect(pairing) {
     this.disconnect();
+    // what was queued for another agent is not for this one (a typed message could be private)
+    if (this.pairing && (pairing?.agent !== this.pairing.agent || pairing?.uid !== this.pairing.uid)) this.outbox = [];
     this.pairing = pairing;
     this.machine.go("connecting");
     const attempt = (this.attempt = {});

@@ -16,6 +16,10 @@ const TITLES = {
 /** the worker's global scope (the App's type check knows the page's, not a worker's) */
 const worker = /** @type {any} */ (self);
 const PRIVATE_TITLE = "A card is waiting";
+// PNG, not icon.svg: Android's Chrome may draw no SVG in a notification; the badge (status bar) is
+// a white mark on transparent, as Android draws a badge from its alpha only
+const ICON = "icon-192.png";
+const BADGE = "badge-96.png";
 const PRIVATE_BODY = "Open LineUp to see what the agent asks.";
 
 worker.addEventListener("install", () => worker.skipWaiting());
@@ -48,7 +52,8 @@ async function showCard(data) {
   await worker.registration.showNotification(title, {
     body,
     tag: data.call_id, // one notification per card: a repeat replaces it, a close finds it
-    icon: "icon.svg",
+    icon: ICON,
+    badge: BADGE,
     requireInteraction: true,
     data: { call_id: data.call_id, conversation_id: data.conversation_id ?? null },
   });

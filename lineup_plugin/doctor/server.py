@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import os
 import socket
 import sys
@@ -210,25 +209,36 @@ def _listener(port: int) -> tuple[int, str] | None:
     return None
 
 
+#: the most a forwarding socket may answer a hello with (an error line is far shorter)
+_MAX_ANSWER = 65536
+
+
 def _say_hello(path: Path, token: str, timeout: float) -> str:
-    """Say hello on the forwarding socket and nothing more; "" when the server took it, else its error message."""
-    hello = json.dumps({"op": "hello", "token": token, "pid": os.getpid()}) + "\n"
+    """Say hello on the forwarding socket and nothing more; "" when the server took it, else why not, in words."""
+    from ..errors import ProtocolError
+    from ..protocol.forward import FORWARDER, ErrorLine, Hello, decode_line, encode_line
+
+    hello = Hello.model_construct(op="hello", token=token, pid=os.getpid())  # the server judges the token
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(os.fspath(path))
-        sock.sendall(hello.encode())
+        sock.sendall(encode_line(hello))
         sock.shutdown(socket.SHUT_WR)  # no request follows: the server ends the connection
         answer = b""
         deadline = time.monotonic() + timeout
         while chunk := sock.recv(4096):
             answer += chunk
-            if len(answer) > 65536:
-                return "an answer too long"
+            if len(answer) > _MAX_ANSWER:
+                return f"it answered more than {_MAX_ANSWER // 1024} KiB, which is not the forwarding protocol"
             if time.monotonic() > deadline:
                 raise TimeoutError
     if not answer:
         return ""
+    first, newline, _ = answer.partition(b"\n")
     try:
-        return str(json.loads(answer.splitlines()[0]).get("message") or answer[:200])
-    except (ValueError, AttributeError):
-        return repr(answer[:200])
+        line = decode_line(first + newline, *FORWARDER)
+    except ProtocolError as exc:
+        return f"it answered something that is not the forwarding protocol ({exc})"
+    if isinstance(line, ErrorLine):
+        return line.message
+    return f"it answered a hello with a line of op {line.op!r}, which only a call gets"

@@ -7,8 +7,9 @@ The names below load their module on first use: importing a submodule (say
 ~100 ms that a process which never speaks the protocol (a Hermes start) should not pay.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .calls import TERMINAL, Call, CallState
@@ -56,16 +57,10 @@ _MODULES = {
     ),
     "tools": ("HIGH_RISK", "ActionDefinition", "ToolDefinition"),
 }
-_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+_LAZY = {name: f".{module}" for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -209,17 +209,12 @@ class Devices(Generic[L]):
         conversation_id: str | None = None,
         seq: int | None = None,
         call_id: str | None = None,
-        skip: L | None = None,
     ) -> int:
-        """Send ``payload`` to every attached device but the one on ``skip`` (in ``conversation_id``,
-        as entry ``seq``, about call ``call_id``); returns to how many."""
-        count = 0
+        """Send ``payload`` to every attached device (in ``conversation_id``, as entry ``seq``, about
+        call ``call_id``); returns to how many."""
         for link, device_id in self._attached.items():
-            if link != skip:
-                text = self.encode(payload, device_id, conversation_id=conversation_id, seq=seq)
-                self.out.send(link, text, call_id)
-                count += 1
-        return count
+            self.out.send(link, self.encode(payload, device_id, conversation_id=conversation_id, seq=seq), call_id)
+        return len(self._attached)
 
     def max_text(self, link: L) -> int | None:
         """The longest message ``link`` carries, if it sets a limit."""

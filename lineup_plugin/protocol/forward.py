@@ -1,10 +1,11 @@
 """The forwarding protocol: the agent's processes that do not serve the App ask through the one that does.
 
-Sans-I/O, like the session core: the lines are pydantic models, :func:`encode_line` and
-:class:`Reader` turn them into bytes and back (one JSON object per line, at most
-:data:`MAX_LINE` bytes), and :class:`HandOver` decides, on an injected clock, when a call whose
-serving process went away is tried again and when to give up. The sockets, the token file and
-the threads are :mod:`lineup_plugin.runtime.forward`'s.
+Sans-I/O, like the session core: the lines are pydantic models, :func:`encode_line` turns one
+into bytes and :func:`decode_line` turns bytes back into the line a step of the connection expects
+(:data:`SERVER_HELLO`, :data:`SERVER_REQUEST`, :data:`SERVER_DURING_CALL`, :data:`FORWARDER`; one
+JSON object per line, at most :data:`MAX_LINE` bytes), and :class:`HandOver` decides, on an
+injected clock, when a call whose serving process went away is tried again and when to give up.
+The sockets, the token file and the threads are :mod:`lineup_plugin.runtime.forward`'s.
 
 ::
 
@@ -32,12 +33,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictFloat, StrictInt
 
 from ..errors import ProtocolError
-from .base import WireModel, validate
+from .base import MAX_ERROR_CHARS, WireModel, validate
 from .codec import check_storable
 from .messages import MAX_TEXT, AgentState, Origin, ToolResult
 
 #: the longest line either side sends (bytes, the newline included)
 MAX_LINE = 1_048_576
+#: the longest free text a line carries besides a reply (a cancel's or interrupt's reason, a status's
+#: detail, an error's message), in characters: as long as an error text may be
+MAX_REASON = MAX_ERROR_CHARS
+#: the longest token a hello may carry (``forward.token`` holds 43 characters)
+MAX_TOKEN = 256
 
 _Id = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -53,7 +59,7 @@ class Hello(WireModel):
     """The first line of every connection: the token of ``forward.token`` (and the asker's pid, for logs)."""
 
     op: Literal["hello"] = "hello"
-    token: str
+    token: str = Field(max_length=MAX_TOKEN)
     pid: StrictInt | None = None
 
 
@@ -74,7 +80,7 @@ class StatusLine(WireModel):
 
     op: Literal["status"] = "status"
     state: AgentState
-    detail: str | None = None
+    detail: str | None = Field(default=None, max_length=MAX_REASON)
     conversation: ConversationRef | None = None
 
 
@@ -87,11 +93,12 @@ class TextLine(WireModel):
 
 
 class CancelLine(WireModel):
-    """The asking process's run was interrupted: cancel its call."""
+    """The asking process's run was interrupted: cancel its call (``call_id``, if given, must be the
+    connection's call; ``reason`` is what the App shows, the agent's "interrupted" when left out)."""
 
     op: Literal["cancel"] = "cancel"
-    call_id: str | None = None
-    reason: str | None = None
+    call_id: _Id | None = None
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
 
 
 class AnswerLine(WireModel):
@@ -113,14 +120,14 @@ class Interrupt(WireModel):
     """The user pressed stop in the App: interrupt the run too."""
 
     op: Literal["interrupt"] = "interrupt"
-    reason: str = ""
+    reason: str = Field(default="", max_length=MAX_REASON)
 
 
 class ErrorLine(WireModel):
     """Why the connection is refused; the server closes it next."""
 
     op: Literal["error"] = "error"
-    message: str
+    message: str = Field(max_length=MAX_REASON)
 
 
 Line = Hello | CallLine | StatusLine | TextLine | CancelLine | AnswerLine | ResultLine | Interrupt | ErrorLine

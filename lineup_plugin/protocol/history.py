@@ -35,6 +35,9 @@ CHUNK_CHARS = 256_000
 #: the most characters of entries the first page of a newest-first catch-up carries (a phone on a
 #: slow network shows it, and the calls waiting after it, before the older pages arrive)
 FIRST_PAGE_CHARS = 64_000
+#: the most entries read from the store for one page before the oldest a device shows (a new
+#: device's first page, a ``history.older``): the page is then cut to :data:`FIRST_PAGE_CHARS`
+PAGE_ENTRIES = 500
 #: what an envelope around a ``history`` payload adds, at most (ids, actors, timestamp, the other fields)
 ENVELOPE_CHARS = 1_500
 

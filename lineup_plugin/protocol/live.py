@@ -37,6 +37,13 @@ EXPIRED = "no answer before the deadline"
 INTERRUPTED = "the agent was interrupted"
 
 
+def interrupt_reason(is_interrupted: object) -> str:
+    """Why a call ends once the check ``is_interrupted`` it waits with turned true: the check's own
+    ``reason`` when it has one (a prompt answered in the agent's terminal), else :data:`INTERRUPTED`."""
+    reason = getattr(is_interrupted, "reason", None)
+    return reason if isinstance(reason, str) and reason.strip() else INTERRUPTED
+
+
 def failure(call_id: str, name: str, status: str, message: str, **extra: Any) -> ToolResult:
     """A result with ``status`` and a human-readable ``message`` that never came from the App."""
     return ToolResult.model_validate(
@@ -48,9 +55,8 @@ def failure(call_id: str, name: str, status: str, message: str, **extra: Any) ->
 SURFACE_NAMES = {"mcp-host": "the MCP host's card"}
 
 
-def unknown_call(call_id: str) -> str:
-    """Why an answer to a call nobody knows was not applied (said to people: no call id in it)."""
-    return "the agent does not know this call (any more); the answer was not applied"
+#: why an answer to a call nobody knows was not applied (said to people: no call id in it)
+UNKNOWN_CALL = "the agent does not know this call (any more); the answer was not applied"
 
 
 def call_closed(call: Call) -> str:
@@ -246,7 +252,8 @@ class LiveCalls(Generic[L]):
         self.out.audit(f"call.{call.state}", call_id=call.call_id, device_id=by_device)
         self.out.ended(call)
         seq = self.timeline.record_end(call)
-        answered = by is not None or surface is not None
+        # a device's or surface's answer is "answered elsewhere"; its cancel keeps its own reason
+        answered = (by is not None or surface is not None) and call.state is not CallState.CANCELLED
         notice = ToolCancel(
             call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason, outcome=outcome_of(call)
         )
@@ -277,7 +284,7 @@ class LiveCalls(Generic[L]):
         if item.advance(stage, now=self.out.clock()):
             self.out.save(item)
             self.out.audit(f"call.{ack.stage}", call_id=ack.call_id, device_id=device_id)
-        if item is not None and ack.stage == "waiting_user":  # every device that shows it, not only the first
+        if ack.stage == "waiting_user":  # every device that shows it, not only the first
             self.out.event(CardShown(ack.call_id, device_id))
 
     def abandon(self, call: Call, message: str) -> None:

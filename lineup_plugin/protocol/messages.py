@@ -21,6 +21,7 @@ kind               direction        purpose
 ``file.stored``    agent → App      an upload is complete and kept; the file to attach to a ``text``
 ``error``          both             a message was refused; says why
 ``history``        agent → App      numbered past events a device missed; the conversations
+``history.older``  App → agent      the user scrolled up: the page of entries before the oldest shown
 ``push.subscribe`` App → agent      the device's Web Push subscription (or none: stop pushing to it)
 =================  ===============  =====================================================
 
@@ -96,8 +97,11 @@ class DeviceHello(WireModel):
     device's ``last_seq`` counts in (from an earlier ``history``); when it is not the agent's,
     or ``last_seq`` is ahead of it, the device gets everything kept with ``reset``. With
     ``newest_first`` the catch-up comes newest page first (at most
-    :data:`~lineup_plugin.protocol.history.FIRST_PAGE_CHARS`), before the live calls, and the
-    older pages after them, marked ``older`` (see :class:`History`).
+    :data:`~lineup_plugin.protocol.history.FIRST_PAGE_CHARS`), before the live calls. A device
+    that resumes (``last_seq`` above 0, in this history) gets the rest of what it missed after
+    them, in pages marked ``older``; a new one (``last_seq`` 0, or ``reset``) gets only that page,
+    marked ``earlier`` when older entries are kept, and asks for them with ``history.older``
+    when the user scrolls up (see :class:`HistoryOlder`).
     """
 
     device_id: Identifier | None = None
@@ -396,13 +400,17 @@ class ConversationInfo(WireModel):
 
 
 class History(WireModel):
-    """Numbered events in order: what a device missed since its ``last_seq``, or one live event.
+    """Numbered events in order: what a device missed since its ``last_seq``, one live event, or
+    the page a ``history.older`` asked for.
 
     ``history_id`` names this agent's history (a device keeps it with its ``last_seq``); ``head``
     is the newest seq; ``reset``: the device's ``last_seq`` does not count in this history, so it
     drops what it shows first; ``more``: the next ``history`` message continues this one. The
     first message of a catch-up lists the ``conversations`` kept. ``older``: these entries come
-    before every entry sent so far (a catch-up its hello asked ``newest_first``): shown above them.
+    before every entry sent so far in this catch-up (its hello asked ``newest_first``): shown
+    above them, below what the device showed before. ``before``: the answer to a
+    ``history.older`` for the entries before that seq (shown above everything). ``earlier``: older
+    entries than the first of these are kept and were not sent (ask with ``history.older``).
     """
 
     history_id: Identifier
@@ -412,6 +420,25 @@ class History(WireModel):
     reset: bool = False
     more: bool = False
     older: bool = False
+    before: Seq | None = None
+    earlier: bool = False
+
+
+class HistoryOlder(WireModel):
+    """The user scrolled up to the oldest entry the device shows: send the page before it.
+
+    ``before`` is the lowest seq the device holds (of ``history_id``, the history it counts in;
+    the envelope's ``conversation_id`` does not filter: a page holds every conversation's entries,
+    like the catch-up). The answer is one ``history`` message with ``before`` set: the newest
+    entries with a seq below it (at most
+    :data:`~lineup_plugin.protocol.history.FIRST_PAGE_CHARS`), ``earlier`` when older ones are
+    kept; no entries and no ``earlier`` at the beginning of the history. A ``before`` beyond the
+    agent's newest entry, or another ``history_id``, is refused (``unknown_history``): the device
+    catches up with a new ``device.hello``.
+    """
+
+    before: Annotated[int, Field(ge=1, le=MAX_SEQ)]
+    history_id: Identifier | None = None
 
 
 Payload = (
@@ -431,6 +458,7 @@ Payload = (
     | FileStored
     | Error
     | History
+    | HistoryOlder
     | PushSubscribe
     | ConversationUpdate
 )
@@ -453,6 +481,7 @@ KINDS: dict[str, type[WireModel]] = {
     "file.stored": FileStored,
     "error": Error,
     "history": History,
+    "history.older": HistoryOlder,
     "push.subscribe": PushSubscribe,
     "conversation.update": ConversationUpdate,
 }

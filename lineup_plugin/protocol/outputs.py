@@ -151,12 +151,18 @@ class CloseLink(NamedTuple, Generic[L]):
 @dataclass(frozen=True, slots=True)
 class TextReceived:
     """Event: the user typed ``text`` in the App on ``device_id`` (with ``attachments``, files they sent),
-    in conversation ``conversation_id``."""
+    in conversation ``conversation_id``; ``ref`` is the id of its envelope.
+
+    A text with files is kept in the history only once the driver has found them
+    (:meth:`Timeline.keep_text <lineup_plugin.protocol.timeline.Timeline.keep_text>`): one refused
+    is not delivered, and the device that sent it is told so by an ``error`` naming ``ref``.
+    """
 
     device_id: str
     text: str
     attachments: tuple[Attachment, ...] = ()
     conversation_id: str = "default"
+    ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

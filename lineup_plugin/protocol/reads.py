@@ -24,11 +24,13 @@ from .tools import ToolDefinition
 
 
 class HistoryQuery(NamedTuple):
-    """At most ``limit`` history entries with a seq above ``after`` and a time not before ``oldest_at``."""
+    """At most ``limit`` history entries with a seq above ``after`` and a time not before ``oldest_at``:
+    the oldest of them, or with ``before`` the newest below that seq (always read oldest first)."""
 
     after: int
     oldest_at: float
     limit: int
+    before: int | None = None
 
 
 class Wants(NamedTuple):
@@ -38,7 +40,7 @@ class Wants(NamedTuple):
     envelope_id: str | None = None
     #: the calls (by id) the envelope names that are not live: how they ended, if the store knows them
     call_ids: tuple[str, ...] = ()
-    #: the entries a device that names its last seq missed
+    #: the entries a device that names its last seq missed, or those before the oldest it shows
     history: HistoryQuery | None = None
 
 

@@ -38,7 +38,8 @@ This module composes them and holds the rules that span them:
 - **Answers**: duplicate envelopes (by id) and repeated answers are applied once; a late answer
   is refused with the reason; a ``completed`` answer must fit the tool's ``outputSchema``.
 - **History**: a hello with ``last_seq`` gets what it missed (``history``) before the live
-  messages, which carry their entry's ``seq``.
+  messages, which carry their entry's ``seq``; a ``history.older`` gets the page before the
+  oldest entry the device shows.
 """
 
 from __future__ import annotations
@@ -57,12 +58,12 @@ from .live import (
     EXPIRED,
     NO_APP,
     RESTARTED,
+    UNKNOWN_CALL,
     LiveCalls,
     call_closed,
     closed_reason,
     failure,
     outcome_of,
-    unknown_call,
 )
 from .messages import (
     AgentState,
@@ -76,6 +77,7 @@ from .messages import (
     Error,
     FileBegin,
     FileChunk,
+    HistoryOlder,
     Payload,
     PushSubscribe,
     Text,
@@ -149,7 +151,6 @@ __all__ = [
     "changes_by_kind",
     "closed_reason",
     "failure",
-    "unknown_call",
 ]
 
 
@@ -250,9 +251,8 @@ class Session(Generic[L]):
             return Wants(message.id, () if live is not None else (payload.call_id,))
         if isinstance(payload, DeviceHello):
             open_calls = tuple(c for c in payload.open_calls if self.calls.live(c) is None)
-            query = self.history.query(payload.last_seq, payload.history_id) if payload.last_seq is not None else None
-            return Wants(message.id if state.attached else None, open_calls, query)
-        return Wants(message.id) if state.attached else NO_WANTS
+            return Wants(message.id if state.attached else None, open_calls, self.history.wanted(payload))
+        return Wants(message.id, (), self.history.wanted(payload)) if state.attached else NO_WANTS
 
     def receive(self, link: L, message: Envelope, known: Known = NOTHING) -> None:
         """Handle one decoded envelope from ``link``, with what the store knows of it (a duplicate id is dropped)."""
@@ -290,23 +290,19 @@ class Session(Generic[L]):
                 self.reply(link, failure(payload.call_id, payload.name, "unsupported", message_text))
         elif isinstance(payload, Text):
             self.out.audit("text.in", device_id=device_id)
-            files = tuple(payload.attachments)
-            entry = self.history.record(
-                "text.in",
-                message.conversation_id,
-                device_id=device_id,
-                ref=message.id,
-                text=payload.text,
-                attachments=by_url(files),
+            typed = TextReceived(
+                device_id, payload.text, tuple(payload.attachments), message.conversation_id, message.id
             )
-            if entry is not None:  # every device shows it (the one that typed it knows it by ``ref``)
-                self.history.broadcast_entry(entry)
-            self.out.event(TextReceived(device_id, payload.text, files, message.conversation_id))
+            if not typed.attachments:
+                self.history.keep_text(typed)
+            self.out.event(typed)
         elif isinstance(payload, FileBegin | FileChunk):
             self.out.event(FileReceived(link, device_id, payload))
         elif isinstance(payload, ConversationUpdate):
             self.out.audit("conversation.update", device_id=device_id, detail=message.conversation_id)
             self.history.change(message.conversation_id, title=payload.title, closed=payload.closed)
+        elif isinstance(payload, HistoryOlder):
+            self.history.older(link, payload, known.history, ref=message.id)
         elif isinstance(payload, AgentStop):
             self.out.audit("agent.stop", device_id=device_id, detail=payload.reason or "")
             self.out.event(StopRequested(device_id, payload.reason))
@@ -379,7 +375,7 @@ class Session(Generic[L]):
         if item is None:
             ended = self.calls.lookup(result.call_id) or known
             if ended is None:
-                return "unknown_call", unknown_call(result.call_id)
+                return "unknown_call", UNKNOWN_CALL
             if surface is None and ended.result is not None and ended.result.status == result.status:
                 given = self.catalog.complete_result(ended.request.name, ended.request.arguments, result.result)
                 if ended.result.result == given:
@@ -551,4 +547,3 @@ class Session(Generic[L]):
         """Record an audit event the driver saw (an in-process tool's run, a file kept), about ``link``'s device."""
         device_id = self.devices.device_id(link) if link is not None else None
         self.out.audit(event, call_id=call_id, device_id=device_id, detail=detail)
-

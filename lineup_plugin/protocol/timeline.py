@@ -4,7 +4,9 @@ Every event a device shows becomes a :class:`~.history.Record` with the next seq
 same batch as the changes it belongs to (so it is committed before anything about it is
 sent). The store's history as the session starts on it is handed in (:class:`~.reads.Kept`);
 the entries a catching-up device missed are read by the driver before the batch
-(:meth:`Timeline.query`, then :meth:`Timeline.catch_up`).
+(:meth:`Timeline.query`, then :meth:`Timeline.catch_up`), and so are those before the oldest a
+device shows when it asks for them as the user scrolls up (:meth:`Timeline.older_query`, then
+:meth:`Timeline.older`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,29 @@ from typing import Any, Generic
 
 from .calls import Call
 from .devices import Devices
-from .history import CHUNK_CHARS, FIRST_PAGE_CHARS, Record, Retention, SaveConversation, chunks, newest_page_first
-from .messages import MAX_TITLE, Attachment, ConversationInfo, History, HistoryEntry, HistoryEvent
-from .outputs import Batch, L, Outbox
+from .history import (
+    CHUNK_CHARS,
+    FIRST_PAGE_CHARS,
+    PAGE_ENTRIES,
+    Record,
+    Retention,
+    SaveConversation,
+    chunks,
+    newest_page_first,
+)
+from .messages import (
+    MAX_TITLE,
+    Attachment,
+    ConversationInfo,
+    DeviceHello,
+    Error,
+    History,
+    HistoryEntry,
+    HistoryEvent,
+    HistoryOlder,
+    Payload,
+)
+from .outputs import Batch, L, Outbox, TextReceived
 from .reads import HistoryQuery, Kept
 
 #: how many conversations a session keeps track of, and lists to a device
@@ -102,6 +124,20 @@ class Timeline(Generic[L]):
         )
         return entry.seq if entry is not None else None
 
+    def keep_text(self, text: TextReceived) -> None:
+        """Keep what the user typed and show it on every device (the one that typed it knows it by
+        ``ref``). The session keeps a text without files; the driver one with files, once found."""
+        entry = self.record(
+            "text.in",
+            text.conversation_id,
+            device_id=text.device_id,
+            ref=text.ref,
+            text=text.text,
+            attachments=by_url(text.attachments),
+        )
+        if entry is not None:
+            self.broadcast_entry(entry)
+
     def broadcast_entry(self, record: Record) -> None:
         """Send one new entry to every device as a ``history`` message (for events with no message of their own)."""
         live = History.model_construct(history_id=self.history_id, head=record.seq, entries=[record.entry()])
@@ -110,14 +146,24 @@ class Timeline(Generic[L]):
     def _reset(self, last_seq: int, history_id: str | None) -> bool:
         return last_seq > self.head or (history_id is not None and history_id != self.history_id)
 
-    def query(self, last_seq: int, history_id: str | None) -> HistoryQuery | None:
+    def _fresh(self, last_seq: int, history_id: str | None) -> bool:
+        """Whether a device that names ``last_seq`` of ``history_id`` shows nothing of this history."""
+        return last_seq == 0 or self._reset(last_seq, history_id)
+
+    def query(self, last_seq: int, history_id: str | None, *, newest_first: bool = False) -> HistoryQuery | None:
         """What the store must read for a device whose last seen entry is ``last_seq`` of ``history_id``
-        (everything kept when its seq does not count in this history); None when nothing."""
+        (everything kept when its seq does not count in this history); None when nothing.
+
+        ``newest_first`` for a device that shows nothing of this history: only the newest
+        :data:`PAGE_ENTRIES` (it gets one page; it asks for the older ones, :meth:`older`)."""
         head = self.head
         after = max(0 if self._reset(last_seq, history_id) else last_seq, self.retention.oldest_seq(head) - 1)
         if self.retention.limit <= 0 or after >= head:
             return None
-        return HistoryQuery(after, self.retention.oldest_at(self.out.clock()), self.retention.limit)
+        oldest_at = self.retention.oldest_at(self.out.clock())
+        if newest_first and self._fresh(last_seq, history_id):
+            return HistoryQuery(after, oldest_at, PAGE_ENTRIES, head + 1)
+        return HistoryQuery(after, oldest_at, self.retention.limit)
 
     def catch_up(
         self,
@@ -131,20 +177,26 @@ class Timeline(Generic[L]):
         """Send the device on ``link`` the entries after ``last_seq``: ``stored`` (what the store read for
         :meth:`query`) and those of this batch, in as many ``history`` messages as its link needs.
 
-        ``newest_first``: only the newest page (:data:`FIRST_PAGE_CHARS`) goes now; the returned
-        function sends the older pages, newest first, each marked ``older`` (the session calls it
-        once the live calls are delivered). Otherwise everything goes now, oldest first, and the
-        function does nothing."""
+        ``newest_first``: only the newest page (:data:`FIRST_PAGE_CHARS`) goes now. For a device
+        that resumes, the returned function sends the older pages of what it missed, newest
+        first, each marked ``older`` (the session calls it once the live calls are delivered); a
+        device that shows nothing of this history gets no more (the page says ``earlier`` when
+        older entries are kept: it asks for them, :meth:`older`). Otherwise everything goes now,
+        oldest first, and the function does nothing."""
         head = self.head
         reset = self._reset(last_seq, history_id)
         entries = list(stored)
-        query = self.query(last_seq, history_id)
+        query = self.query(last_seq, history_id, newest_first=newest_first)
         if query is not None:
             newest = entries[-1].seq if entries else query.after
             entries += [r.entry() for r in self._pending() if r.seq > newest]  # in this batch: not committed
         limit = self.devices.max_text(link) or CHUNK_CHARS
+        earlier = False
         if newest_first:
             groups = [group for group in newest_page_first(entries, FIRST_PAGE_CHARS, limit) if group] or [[]]
+            if self._fresh(last_seq, history_id):
+                earlier = len(groups) > 1 or (query is not None and len(stored) >= query.limit)
+                groups = groups[:1]
         else:
             groups = list(chunks(entries, limit)) or [[]]
         messages = [
@@ -156,6 +208,8 @@ class Timeline(Generic[L]):
                 reset=reset and index == 0,
                 more=index < len(groups) - 1,
                 older=newest_first and index > 0,
+                before=None,
+                earlier=earlier,
             )
             for index, group in enumerate(groups)
         ]
@@ -169,6 +223,51 @@ class Timeline(Generic[L]):
             rest()
             return lambda: None
         return rest
+
+    def wanted(self, payload: Payload) -> HistoryQuery | None:
+        """What the store must read of the history for ``payload`` from a device: what a hello's
+        ``last_seq`` missed (:meth:`query`), the page a ``history.older`` asks for; None when nothing."""
+        if isinstance(payload, DeviceHello) and payload.last_seq is not None:
+            return self.query(payload.last_seq, payload.history_id, newest_first=payload.newest_first)
+        return self.older_query(payload) if isinstance(payload, HistoryOlder) else None
+
+    def _unknown(self, request: HistoryOlder) -> str | None:
+        """Why ``request`` names no seq of this history, or None."""
+        if request.history_id is not None and request.history_id != self.history_id:
+            return f"history.older names history {request.history_id!r}, not the agent's: catch up with device.hello"
+        if request.before > self.head + 1:
+            return f"history.older names seq {request.before}, past the head ({self.head}): catch up with device.hello"
+        return None
+
+    def older_query(self, request: HistoryOlder) -> HistoryQuery | None:
+        """What the store must read to answer ``request`` (:meth:`older`); None when nothing."""
+        after = self.retention.oldest_seq(self.head) - 1
+        if self.retention.limit <= 0 or self._unknown(request) is not None or request.before - 1 <= after:
+            return None
+        return HistoryQuery(after, self.retention.oldest_at(self.out.clock()), PAGE_ENTRIES, request.before)
+
+    def older(self, link: L, request: HistoryOlder, stored: Sequence[HistoryEntry], *, ref: str | None = None) -> None:
+        """Answer a ``history.older`` from ``link`` (envelope ``ref``) with one ``history`` message: the
+        newest of ``stored`` (read for :meth:`older_query`) that fit in :data:`FIRST_PAGE_CHARS`,
+        marked ``earlier`` when older entries are kept. A seq this history does not hold is refused."""
+        problem = self._unknown(request)
+        if problem is not None:
+            self.devices.reply(link, Error(code="unknown_history", message=problem, ref=ref))
+            return
+        limit = self.devices.max_text(link) or CHUNK_CHARS
+        page, *rest = newest_page_first(list(stored), FIRST_PAGE_CHARS, limit)
+        message = History.model_construct(
+            history_id=self.history_id,
+            head=self.head,
+            entries=page,
+            conversations=None,
+            reset=False,
+            more=False,
+            older=True,
+            before=request.before,
+            earlier=bool(rest) or len(stored) >= PAGE_ENTRIES,
+        )
+        self.devices.reply(link, message)
 
     def name(self, conversation_id: str, title: str) -> None:
         """Title a conversation (cut to 200 characters); every device is told. The same title again changes nothing."""

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import http_ece
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ..errors import PushError
+from ..errors import PushError, PushServiceNotAllowed
 from .services import PUSH_SERVICES
 from .vapid import VapidKey, b64url
 
@@ -101,7 +101,7 @@ class Subscription:
         if parts.scheme != "https" and not (parts.scheme == "http" and host in LOCAL_HOSTS):
             raise PushError("push subscription: the endpoint must be an https:// address")
         if not any(host == service or host.endswith("." + service) for service in services):
-            raise PushError(
+            raise PushServiceNotAllowed(
                 f"push subscription: {host} is not a known push service; add it to the push_services setting"
             )
         if not endpoint.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in endpoint):

@@ -7,6 +7,10 @@ answers 429 (or 503 with ``Retry-After``) is not asked again before the time it 
 is tried again then if its ``TTL`` still allows, with the ``TTL`` that is left. 404/410 means the
 subscription is gone: ``on_gone`` drops it. Anything else is logged (by the push service's
 origin: the endpoint is a secret) and dropped.
+
+The sender remembers which card pushes a push service took, for their close, until the close was
+tried or the card's end has it forget them (:meth:`~PushSender.forget`: no close goes there); it
+holds nothing for a card that ended.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class PushSender:
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         #: card pushes a push service took, by (endpoint, call id): only those get a close
         self._delivered: set[_Key] = set()
+        #: cards ended with no close to send whose push was under way: forgotten when it is done
+        self._forgotten: set[_Key] = set()
         #: push service origin → when it may be asked again (after a 429)
         self.blocked_until: dict[str, float] = {}
         self._idle = asyncio.Event()
@@ -70,6 +76,24 @@ class PushSender:
         if key not in self._workers:
             self._idle.clear()
             self._workers[key] = asyncio.create_task(self._work(key), name="lineup-push")
+
+    def forget(self, endpoint: str, call_id: str | None = None) -> None:
+        """No close will follow the card push of ``call_id`` (None: of every call) to ``endpoint`` (its card
+        ended and the push service takes no closes, or the subscription is gone): nothing of it is kept,
+        now or once a push under way is done."""
+        if call_id is None:
+            keys = {key for key in (*self._delivered, *self._workers) if key[0] == endpoint}
+        else:
+            keys = {(endpoint, call_id)}
+        for key in keys:
+            self._delivered.discard(key)
+            if key in self._workers:
+                self._forgotten.add(key)
+
+    @property
+    def closable(self) -> frozenset[tuple[str, str]]:
+        """The (endpoint, call id) of the card pushes a push service took whose close is not tried yet."""
+        return frozenset(self._delivered)
 
     async def idle(self) -> None:
         """Return once nothing is queued or being sent."""
@@ -96,8 +120,13 @@ class PushSender:
                     await self._deliver(key, request, expires_at)
                 except Exception:  # a bug here must cost one push, never the agent
                     log.exception("push: sending to %s failed", audience(request.url))
+                if request.kind == "closed":  # tried: delivered or not, no other close follows
+                    self._delivered.discard(key)
         finally:
             del self._workers[key]
+            if key in self._forgotten:
+                self._forgotten.discard(key)
+                self._delivered.discard(key)
             if not self._workers:
                 self._idle.set()
 
@@ -133,8 +162,6 @@ class PushSender:
             if isinstance(verdict, Delivered):
                 if request.kind == "card":
                     self._delivered.add(key)
-                else:
-                    self._delivered.discard(key)
                 return
             if isinstance(verdict, Gone):
                 log.info("push: %s says a subscription is gone (%d); it is dropped", origin, verdict.status)

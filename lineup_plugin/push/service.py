@@ -163,6 +163,7 @@ class PushService:
     def _gone(self, endpoint: str) -> None:
         self.subscriptions.remove(endpoint)
         self.plan.forget(endpoint)
+        self.sender.forget(endpoint)
         self.on_subscriptions(len(self.subscriptions))
 
     # ----------------------------------------------------------------------- the session
@@ -224,9 +225,12 @@ class PushService:
             return
         now = self.clock()
         for push in self.plan.ended(call_id):
-            if not closes_allowed(push.endpoint):
-                continue  # there the notification stays until the user clears it or opens the App
-            self._send(push.endpoint, call_id, closed_notice(call_id), "closed", now, now + CLOSE_TTL)
+            # at Apple's push service the notification stays until the user clears it or opens the App
+            if closes_allowed(push.endpoint) and self._send(
+                push.endpoint, call_id, closed_notice(call_id), "closed", now, now + CLOSE_TTL
+            ):
+                continue
+            self.sender.forget(push.endpoint, call_id)  # no close goes: the sender keeps nothing of the card
 
     def tick(self) -> None:
         """Send the card pushes that are due now (the timer calls it)."""
@@ -253,10 +257,11 @@ class PushService:
         kind: Literal["card", "closed"],
         now: float,
         expires_at: float,
-    ) -> None:
+    ) -> bool:
+        """Hand a push to the sender; False when none goes (the subscription is gone, the key cannot be kept)."""
         entry = self.subscriptions.entries.get(endpoint)
         if entry is None:
-            return
+            return False
         try:
             request = push_request(
                 entry.subscription,
@@ -271,8 +276,9 @@ class PushService:
             )
         except PushError as exc:  # the key cannot be kept: no push, the call goes on
             log.warning("push: %s", exc)
-            return
+            return False
         self.sender.submit(request, expires_at)
+        return True
 
     def _arm(self) -> None:
         """One timer, at the plan's next decision; one armed for then or sooner is left alone."""

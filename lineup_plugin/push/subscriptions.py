@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import PushError
+from ..errors import PushError, PushServiceNotAllowed
+from ..private import write_private
 from .message import Subscription
 from .services import PUSH_SERVICES
 
@@ -85,9 +84,7 @@ class Subscriptions:
             for item in data["subscriptions"]:
                 try:
                     entries.append(Entry.from_json(item, services))
-                except PushError as exc:
-                    if "push_services" not in str(exc):
-                        raise
+                except PushServiceNotAllowed as exc:  # the setting changed: dropped, the App subscribes again
                     log.info("push: %s", exc)
         except FileNotFoundError:
             return found
@@ -177,16 +174,7 @@ class Subscriptions:
     def save(self) -> None:
         """Write the file whole and atomically, mode 0600 (a failure is logged: pushes go on from memory)."""
         data = {"v": 1, "subscriptions": [e.as_json() for e in self.entries.values()]}
-        temporary = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                json.dump(data, file, ensure_ascii=False)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path)
+            write_private(self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
         except OSError as exc:
             log.warning("push: cannot write %s (%s); the subscriptions are kept in memory", self.path, exc)
-            with contextlib.suppress(OSError):
-                temporary.unlink()

@@ -10,9 +10,6 @@ Signing is py-vapid's (:class:`py_vapid.Vapid02`, the ``vapid t=…, k=…`` sch
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
 from ..errors import PushError
+from ..private import write_private
 
 KEY_FILE = "vapid.pem"
 #: how long a VAPID JWT is valid (RFC 8292 allows at most 24 hours; Apple refuses more)
@@ -74,24 +72,14 @@ class VapidKey:
         pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(pem)
-                file.flush()
-                os.fsync(file.fileno())
             try:
-                os.link(temporary, path)  # never replaces a key another process made meanwhile
+                write_private(path, pem, replace=False)  # never replaces a key another process made meanwhile
             except FileExistsError:
                 return path.read_bytes()
             return pem
         except OSError as exc:
             raise PushError(f"cannot keep the push key in {path}: {exc.strerror or exc}") from exc
-        finally:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
 
     def authorization(self, endpoint: str, contact: str, now: float) -> str:
         """The ``Authorization`` header for a push to ``endpoint``: a JWT valid for :data:`JWT_LIFETIME`."""

@@ -83,9 +83,12 @@ class BlockingCall(Protocol):
     """Calls a LineUp tool from a runtime's worker thread and blocks until its terminal result.
 
     ``is_interrupted`` is polled while waiting: once it is true the call is cancelled on every
-    device and a ``cancelled`` result is returned. ``heartbeat`` is called every poll slice.
-    ``deadline`` is the wait in seconds; when it passes the result is ``expired``. ``conversation``
-    is the one the call belongs to (None: the hub's default).
+    device and a ``cancelled`` result is returned. The devices are told "the agent was
+    interrupted", or the check's own ``reason`` attribute when it has one (the question was
+    settled elsewhere: "answered in the terminal: Deny"; the call then ends at once with it).
+    ``heartbeat`` is called every poll slice. ``deadline`` is the wait in seconds; when it passes
+    the result is ``expired``. ``conversation`` is the one the call belongs to (None: the hub's
+    default).
     """
 
     def __call__(
@@ -148,15 +151,18 @@ class AgentRuntime(ABC):
         False when there is no agent to take it.
         """
 
-    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+    def deliver_files(
+        self, text: str, files: list[StoredFile], *, sender: str, conversation_id: str | None = None
+    ) -> bool:
         """A user message from the App that came with ``files`` (kept on this machine; see :mod:`lineup_plugin.media`).
 
         By default the message is delivered with a line per file naming it and where it is, so
-        an agent with file tools can open it; a runtime with its own media input (Hermes'
-        gateway: images as image input) overrides this.
+        an agent with file tools can open it, in conversation ``conversation_id`` as
+        :meth:`deliver_message`; a runtime with its own media input (Hermes' gateway: images as
+        image input) overrides this.
         """
         lines = [f"[the user sent {file.mime} file {file.name!r}, saved at {file.path}]" for file in files]
-        return self.deliver_message("\n".join([*lines, text]), sender=sender)
+        return self.deliver_message("\n".join([*lines, text]), sender=sender, conversation_id=conversation_id)
 
     @abstractmethod
     def interrupt(self, message: str | None = None) -> bool:

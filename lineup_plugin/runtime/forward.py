@@ -11,8 +11,9 @@ file and the threads.
 One connection per call (or per status or reply, which get no answer: the App shows them as the
 serving process's own). The token (``<data_dir>/forward.token``, mode 0600, new at each
 start) is compared in constant time; a peer that says nothing for :data:`HELLO_TIMEOUT`
-seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, or a text over
-:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters is told why and closed. A call id
+seconds, sends a wrong token, a line too long, nested too deep or not a JSON object, a text over
+:data:`~lineup_plugin.protocol.messages.MAX_TEXT` characters, or during its call anything but a
+cancel or an answer of that call, is told why and closed (an open call is then withdrawn). A call id
 belongs to the connection that asked it: another connection asking the same id while it waits,
 or asking for a call this process made itself, is refused (and its leaving cancels nothing).
 
@@ -43,14 +44,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import HandedOverError, LineUpError, ProtocolError
+from ..errors import HandedOverError, LineUpError, OwnerUnreachable, ProtocolError
 from ..ports import Link
-from ..private import private_dir
+from ..private import private_dir, write_private
+from ..protocol.base import bounded
 from ..protocol.forward import (
     FORWARDER,
     MAX_LINE,
+    MAX_REASON,
+    SERVER_DURING_CALL,
     SERVER_HELLO,
     SERVER_REQUEST,
     AnswerLine,
@@ -66,9 +70,8 @@ from ..protocol.forward import (
     TextLine,
     decode_line,
     encode_line,
-    parse_line,
 )
-from ..protocol.live import INTERRUPTED
+from ..protocol.live import INTERRUPTED, interrupt_reason
 from ..protocol.messages import MAX_TEXT, Origin, ToolResult
 from .base import Conversation
 
@@ -84,6 +87,8 @@ MAX_FORWARDED = 256
 _MAX_SOCKET_PATH = 100
 #: why a forwarded call is cancelled when its process goes away while it is open
 ASKER_GONE = "the agent process that asked has ended"
+#: why a forwarded call is cancelled when its process sends a line the server refuses (it is told why)
+ASKER_REFUSED = "the agent process that asked sent a line LineUp cannot take"
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -105,15 +110,6 @@ def _private_dir(path: Path) -> None:
     if hasattr(os, "getuid") and path.stat().st_uid != os.getuid():
         raise LineUpError(f"lineup: {path} belongs to another user; refusing to put the forwarding socket there")
     private_dir(path)
-
-
-def _write_token(path: Path, token: str) -> None:
-    """Write ``token`` to ``path`` readable by this user only (a new file each time, renamed in place)."""
-    part = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(token)
-    os.replace(part, path)
 
 
 def _peer_uid(sock: socket.socket | None) -> int | None:
@@ -151,13 +147,15 @@ class ForwardLink:
     def close(self, code: int, reason: str) -> None:
         """Say why (``code`` is not sent: the line protocol has none) and close the connection."""
         with contextlib.suppress(Exception):
-            self.put(ErrorLine(message=reason))
+            self.put(ErrorLine(message=bounded(reason)))
         self.writer.close()
 
 
-def as_link(link: ForwardLink) -> Link:
-    """``link`` as the port it is: the type checker holds :class:`ForwardLink` to ``ports.Link``."""
-    return link
+if TYPE_CHECKING:
+
+    def _a_link(link: ForwardLink) -> Link:
+        """Never called: the type checker holds :class:`ForwardLink` to the ``ports.Link`` it is."""
+        return link
 
 
 # ------------------------------------------------------------------------------ the server
@@ -188,7 +186,7 @@ class ForwardServer:
         _private_dir(self.data_dir)
         _private_dir(self.path.parent)
         self._token = secrets.token_urlsafe(32)
-        _write_token(self.token_path, self._token)
+        write_private(self.token_path, self._token.encode("ascii"))  # a new file each time, renamed in place
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by a process that was killed: we hold the lock, so it is stale
         old_umask = os.umask(0o177)
@@ -226,7 +224,7 @@ class ForwardServer:
         links = set(self.open_calls.values())
         for link in links:
             with contextlib.suppress(Exception):
-                link.put(Interrupt(reason=reason))
+                link.put(Interrupt(reason=reason[:MAX_REASON]))
         return len(links)
 
     # one connection ------------------------------------------------------------------
@@ -248,12 +246,13 @@ class ForwardServer:
             self._tasks.discard(task)
             writer.close()
 
-    async def _read(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The next line; None at the end of the stream; ProtocolError for a line cut off or too long."""
+    async def _read(self, reader: asyncio.StreamReader, *, cut_is_end: bool = False) -> bytes | None:
+        """The next line; None at the end of the stream (also in the middle of a line, if ``cut_is_end``: a
+        process killed while it wrote); ProtocolError for a line cut off or too long."""
         try:
             return await reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
+            if not exc.partial or cut_is_end:
                 return None
             raise ProtocolError("the line was cut off") from None
         except asyncio.LimitOverrunError:
@@ -314,13 +313,8 @@ class ForwardServer:
         if known is not None and not known.forwarded:
             raise ProtocolError(f"call_id: {call_id!r} is a call this process made, not a forwarded one")
 
-    async def _answer(self, call_id: str, message: dict[str, Any]) -> None:
+    async def _answer(self, call_id: str, answer: AnswerLine) -> None:
         """The forwarding process's own surface answered its call (an MCP Apps host's card), as a device would."""
-        try:
-            answer = AnswerLine.model_validate(message)
-        except ValueError as exc:
-            log.info("lineup: a forwarded answer to %s was refused: %s", call_id, exc)
-            return
         if answer.result.call_id != call_id:
             log.info("lineup: a forwarded answer for another call was refused (call %s)", call_id)
             return
@@ -345,12 +339,13 @@ class ForwardServer:
     async def _until_result(
         self, reader: asyncio.StreamReader, call_id: str, waiting: asyncio.Future[ToolResult]
     ) -> ToolResult | None:
-        """The call's end, reading the forwarder's cancels meanwhile; None if it went away or was handed over."""
+        """The call's end, reading the forwarder's cancels and answers meanwhile; None if it went away or was
+        handed over; ProtocolError (the call withdrawn) for a line that is neither."""
         reading: asyncio.Task[bytes | None] | None = None
         try:
             while True:
                 if reading is None:
-                    reading = asyncio.ensure_future(self._read(reader))
+                    reading = asyncio.ensure_future(self._read(reader, cut_is_end=True))
                 pending: set[asyncio.Future[Any]] = {waiting, reading}
                 await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():
@@ -360,24 +355,40 @@ class ForwardServer:
                         return None
                 try:
                     raw = reading.result()
-                    message = parse_line(raw) if raw is not None else None
-                except ProtocolError:
-                    message = None  # a broken forwarder is one that went away
+                    line = _during_call(call_id, raw) if raw is not None else None
+                except ProtocolError:  # told why, then closed: its call ends with it
+                    await self._withdraw(call_id, waiting, ASKER_REFUSED)
+                    raise
                 reading = None
-                if message is None:  # the asking process is gone: nobody will read an answer
-                    if not self._closing:
-                        await self.hub.cancel(call_id, ASKER_GONE)
-                        with contextlib.suppress(Exception):
-                            await waiting
+                if line is None:  # the asking process is gone: nobody will read an answer
+                    await self._withdraw(call_id, waiting, ASKER_GONE)
                     return None
-                if message.get("op") == "cancel":
-                    reason = message.get("reason")
-                    await self.hub.cancel(call_id, reason if isinstance(reason, str) else INTERRUPTED)
-                elif message.get("op") == "answer":
-                    await self._answer(call_id, message)
+                if isinstance(line, CancelLine):
+                    await self.hub.cancel(call_id, INTERRUPTED if line.reason is None else line.reason)
+                else:
+                    await self._answer(call_id, line)
         finally:
             if reading is not None and not reading.done():
                 reading.cancel()
+
+    async def _withdraw(self, call_id: str, waiting: asyncio.Future[ToolResult], reason: str) -> None:
+        """Cancel a forwarded call whose asker will not read its result (unless this server is closing:
+        then the call is handed over) and wait for its end."""
+        if self._closing:
+            return
+        await self.hub.cancel(call_id, reason)
+        with contextlib.suppress(Exception):
+            await waiting
+
+
+def _during_call(call_id: str, raw: bytes) -> CancelLine | AnswerLine:
+    """A line the forwarder sent while its call ``call_id`` is open: a cancel or an answer of that call;
+    ProtocolError saying why not."""
+    line = decode_line(raw, *SERVER_DURING_CALL)
+    assert isinstance(line, CancelLine | AnswerLine)
+    if isinstance(line, CancelLine) and line.call_id is not None and line.call_id != call_id:
+        raise ProtocolError(f"call_id: {line.call_id!r} is not this connection's call")
+    return line
 
 
 def conversation_ref(conversation: Conversation | None) -> ConversationRef | None:
@@ -394,10 +405,6 @@ def _read_end(task: asyncio.Future[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- the forwarder
-
-
-class OwnerUnreachable(Exception):
-    """The serving process could not be reached, or went away before the call ended (try again)."""
 
 
 @dataclass
@@ -464,6 +471,8 @@ class Forwarder:
         A text is cut to :data:`MAX_TEXT` characters, as the serving process cuts its own replies."""
         if isinstance(message, TextLine) and len(message.text) > MAX_TEXT:
             message = message.model_copy(update={"text": message.text[:MAX_TEXT]})
+        if isinstance(message, StatusLine) and message.detail is not None and len(message.detail) > MAX_REASON:
+            message = message.model_copy(update={"detail": bounded(message.detail)})
         with self._connect(timeout) as sock:
             try:
                 sock.sendall(encode_line(message))
@@ -487,7 +496,7 @@ class Forwarder:
         """Forward the call and block until its result; raises :class:`OwnerUnreachable` to try again.
 
         ``is_interrupted`` is polled every ``poll`` seconds: once true the call is cancelled
-        there (the result says how it ended). ``on_interrupt`` is told when the serving process
+        there, with the check's reason (the result says how it ended). ``on_interrupt`` is told when the serving process
         asks this one to interrupt its run (the App's stop button).
         """
         request = CallLine.model_construct(
@@ -556,7 +565,8 @@ class Forwarder:
             if not cancelled and is_interrupted():
                 cancelled = True
                 try:
-                    forwarded.send(CancelLine(call_id=call_id, reason=INTERRUPTED))
+                    reason = bounded(interrupt_reason(is_interrupted))  # a line's reason is at most MAX_REASON
+                    forwarded.send(CancelLine(call_id=call_id, reason=reason))
                 except OSError as exc:
                     raise OwnerUnreachable(f"the serving process went away: {exc}") from None
 

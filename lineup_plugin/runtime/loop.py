@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ from ..errors import TransportError
 from ..hub import Hub, failure
 from ..ports import Transport
 from ..protocol import codec
-from ..protocol.live import INTERRUPTED
+from ..protocol.live import INTERRUPTED, interrupt_reason
 from ..protocol.messages import Origin, ToolResult
 from ..tools.registry import Registry
 from ..transports import transport_for
@@ -232,13 +233,13 @@ class Runner:
         """Call tool ``name`` with the model's flat arguments and block until its terminal result.
 
         Every ``poll`` seconds ``is_interrupted`` is checked and ``heartbeat`` called. Once
-        interrupted, the call is cancelled on every device (they are told "the agent was
-        interrupted") and a ``cancelled`` result is returned; an answer that won the race is
-        returned instead. ``deadline`` is the wait in seconds (default: the hub's per-tool
-        deadline); it ends ``expired``. ``call_id`` continues a call known by that id (e.g. one
-        this process forwarded before it took over serving); ``origin`` says who asks; the call
-        belongs to ``conversation_id`` (None: the hub's). Never raises for a failed call: a stopped
-        runner gives a ``failed`` result.
+        interrupted, the call is cancelled on every device (they are told why: the check's
+        ``reason``, by default "the agent was interrupted") and a ``cancelled`` result is
+        returned; an answer that won the race is returned instead. ``deadline`` is the wait in
+        seconds (default: the hub's per-tool deadline); it ends ``expired``. ``call_id`` continues
+        a call known by that id (e.g. one this process forwarded before it took over serving);
+        ``origin`` says who asks; the call belongs to ``conversation_id`` (None: the hub's). Never
+        raises for a failed call: a stopped runner gives a ``failed`` result.
         """
         call_id = call_id or codec.new_id("call")
         if is_interrupted():
@@ -266,12 +267,12 @@ class Runner:
             if interrupted_at is None and is_interrupted():
                 interrupted_at = time.monotonic()
                 try:
-                    self.submit(pending.interrupt)
+                    self.submit(pending.interrupt, interrupt_reason(is_interrupted))
                 except TransportError:
-                    return failure(call_id, name, "cancelled", INTERRUPTED)
+                    return failure(call_id, name, "cancelled", interrupt_reason(is_interrupted))
             elif interrupted_at is not None and time.monotonic() - interrupted_at > CANCEL_GRACE:
                 future.cancel()
-                return failure(call_id, name, "cancelled", INTERRUPTED)
+                return failure(call_id, name, "cancelled", pending.reason)
 
     def wait_for_app(
         self,
@@ -325,6 +326,7 @@ class Runner:
         hub = self.hub
         task = asyncio.current_task()
         pending.task = task
+        pending.end = functools.partial(hub.cancel, call_id)
         options: dict[str, Any] = {"call_id": call_id, "origin": origin}
         if deadline is not None:
             options["deadline"] = deadline
@@ -337,14 +339,15 @@ class Runner:
                 raise
             if task is not None:
                 task.uncancel()  # this cancellation was ours, and ends here
-            await hub.cancel(call_id, INTERRUPTED)  # a call taken over by id is not cancelled by the hub itself
+            await hub.cancel(call_id, pending.reason)  # a call taken over by id is not cancelled by the hub itself
         finally:
             pending.task = None
+            pending.end = None
         # The hub may have accepted an answer just before the interrupt: its record wins.
         ended = hub.store.get_call(call_id)
         if ended is not None and ended.result is not None:
             return ended.result
-        return failure(call_id, name, "cancelled", INTERRUPTED)
+        return failure(call_id, name, "cancelled", pending.reason)
 
 
 class _Pending:
@@ -352,19 +355,27 @@ class _Pending:
 
     The interrupt cancels the task itself (one ``CancelledError``, as the hub's contract has it:
     the hub then awaits telling every device, which an anyio cancel scope, cancelling each
-    later await too, would cut short).
+    later await too, would cut short). An interrupt that says why (a ``reason`` other than
+    "the agent was interrupted": the question was settled elsewhere, say in the agent's terminal)
+    first ends the call with it on every device, so that no answer arriving after it is taken.
     """
 
-    __slots__ = ("interrupted", "task")
+    __slots__ = ("end", "interrupted", "reason", "task")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
+        #: the hub's ``cancel`` of the call, while its task runs
+        self.end: Callable[[str], Awaitable[bool]] | None = None
         self.interrupted = False
+        self.reason = INTERRUPTED
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, reason: str = INTERRUPTED) -> None:
         """On the loop: cancel the call (a task not started yet returns ``cancelled`` at once); never suspends."""
         self.interrupted = True
+        self.reason = reason
         if self.task is not None:
+            if reason != INTERRUPTED and self.end is not None:
+                await self.end(reason)  # the hub's cancel does not suspend
             self.task.cancel()
 
 

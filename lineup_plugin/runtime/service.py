@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import LineUpError, TransportError
+from ..errors import LineUpError, OwnerUnreachable, TransportError
 from .base import AgentRuntime, Conversation, ToolBridge, result_json
 from .lock import Owner, ServerLock, program
 
@@ -441,7 +441,7 @@ class LineUpService:
         from ..hub import failure
         from ..protocol import codec
         from ..protocol.forward import HandOver
-        from .forward import OwnerUnreachable, platform_supported
+        from .forward import platform_supported
 
         call_id = codec.new_id("call")
         self.runtime.call_started(call_id)
@@ -481,9 +481,9 @@ class LineUpService:
                 return failure(call_id, name, "failed", str(exc), error="forward_failed")
             log.info("lineup: %s: %s; trying again", name, why)
             if is_interrupted():
-                from ..protocol.live import INTERRUPTED
+                from ..protocol.live import interrupt_reason
 
-                return failure(call_id, name, "cancelled", INTERRUPTED)
+                return failure(call_id, name, "cancelled", interrupt_reason(is_interrupted))
             retry_at = policy.failed()
             if retry_at is None:
                 return self.not_serving_result(name, call_id, why)
@@ -617,17 +617,19 @@ class LineUpService:
     # hub callbacks (run on the server's event loop) -------------------------------------
 
     async def _on_text(self, device_id: str, text: str) -> None:
-        runner = self.runner
-        conversation_id = runner.hub.text_conversation if runner is not None else None
-        delivered = self.runtime.deliver_message(text, sender=device_id, conversation_id=conversation_id)
-        if not delivered and runner is not None:
-            await runner.hub.send_text(NOT_TAKING_MESSAGES, conversation_id=conversation_id)
+        await self._deliver(lambda where: self.runtime.deliver_message(text, sender=device_id, conversation_id=where))
 
     async def _on_files(self, device_id: str, text: str, files: list[StoredFile]) -> None:
-        if not self.runtime.deliver_files(text, files, sender=device_id):
-            runner = self.runner
-            if runner is not None:
-                await runner.hub.send_text(NOT_TAKING_MESSAGES)
+        await self._deliver(
+            lambda where: self.runtime.deliver_files(text, files, sender=device_id, conversation_id=where)
+        )
+
+    async def _deliver(self, deliver: Callable[[str | None], bool]) -> None:
+        """App text to the runtime, in the conversation it was typed in; the App hears when nobody takes it."""
+        runner = self.runner
+        conversation_id = runner.hub.text_conversation if runner is not None else None
+        if not deliver(conversation_id) and runner is not None:
+            await runner.hub.send_text(NOT_TAKING_MESSAGES, conversation_id=conversation_id)
 
     async def _on_stop(self, device_id: str) -> None:
         """The App's stop button: stop the run first, then close whatever card is still open.

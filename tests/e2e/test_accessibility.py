@@ -30,6 +30,7 @@ CARDS: list[tuple[str, str | None, dict[str, Any]]] = [
     ("canvas", "open", {"width": 320, "height": 200}),
 ]
 
+
 async def violations(page: Page) -> list[str]:
     """axe-core's violations on the page as it is, one line each (rule, impact, where)."""
     await page.add_script_tag(path=str(AXE))

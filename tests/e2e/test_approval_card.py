@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineup_plugin.runtime.hermes.common import approval_card
+from lineup_plugin.runtime.hermes.common import answered_in_terminal, approval_card
 
 from .conftest import Agent, OpenApp
 
@@ -46,3 +46,25 @@ async def test_without_a_permanent_approval_always_is_not_offered(agent: Agent, 
     await expect(buttons).to_have_text(["Allow once", "Allow for this session", "Deny"])
     await buttons.last.click()
     assert (await call).status == "rejected"
+
+
+async def test_an_approval_answered_in_the_agents_terminal_reads_as_that_answer_live_and_after_a_reload(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    # Hermes' CLI prompt answered at the keyboard withdraws the card with what was chosen there
+    from playwright.async_api import expect
+
+    page = await open_app()
+    arguments = approval_card("rm -rf /srv/old", "recursive delete")
+    call = agent.call("confirm", arguments)
+    card = page.locator("article.card")
+    await expect(card.locator("pre")).to_have_text("rm -rf /srv/old")
+    call_id = await card.get_attribute("data-call-id")
+    assert call_id
+    await agent.hub.cancel(call_id, answered_in_terminal("once", arguments))
+    assert (await call).status == "cancelled"
+    said = "Answered in the terminal: Allow once"
+    await expect(card.locator(".card-outcome")).to_have_text(said)
+    await page.reload()
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(page.locator(f'article.card[data-call-id="{call_id}"] .card-outcome')).to_have_text(said)

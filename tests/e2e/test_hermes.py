@@ -647,6 +647,36 @@ class TestGateway:
         assert [f.stat().st_mode & 0o777 for f in files] == [0o777, 0o777]
 
     @bounded
+    async def test_a_cron_jobs_dangerous_command_asks_nobody_and_does_not_run(
+        self, hermes: Hermes, gateway: Gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Hermes' gateway (HERMES_EXEC_ASK) leaves a cron job's approval pending, with nobody to ask:
+        # approvals.cron_mode is not consulted there, and the App is shown no card
+        from cron.jobs import create_job, remove_job
+        from cron.scheduler import run_job
+
+        monkeypatch.setenv("HERMES_CRON_SESSION", "")  # run_job marks the whole process as cron's: undone after
+        target = tmp_path / "nightly"
+        target.mkdir()
+        hermes.llm.reset(call("terminal", command=f"rm -rf {target}"), say("Nightly clean done."))
+        job = create_job(f"clean {target}", "every 1h", name="nightly clean", enabled_toolsets=["terminal"])
+        app = await WsApp.connect(gateway.server)
+        try:
+            ok, _, final, _ = await anyio.to_thread.run_sync(run_job, job)
+            gateway.adapter.svc.send_text("after the cron job")
+            seen = []
+            while not isinstance(payload := (await app.recv()).payload, Text) or payload.text != "after the cron job":
+                seen.append(payload)
+        finally:
+            await app.close()
+            remove_job(job["id"])
+        assert ok and final == "Nightly clean done."
+        assert not any(isinstance(p, ToolCall) for p in seen), seen  # no card
+        assert target.exists()  # not run
+        (outcome,) = [m["json"] for m in tool_messages(hermes.llm.requests[-1]) if m["name"] == "terminal"]
+        assert outcome["status"] == "pending_approval", outcome
+
+    @bounded
     async def test_an_app_that_answers_only_approve_is_hermes_once_and_a_choice_not_offered_is_not_taken(
         self, hermes: Hermes, gateway: Gateway, tmp_path: Path
     ) -> None:

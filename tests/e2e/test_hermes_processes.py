@@ -317,9 +317,117 @@ async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_th
         terminal.type(b"\r")  # its first choice: allow once
         cancel = (await app.next("tool.cancel")).payload
         assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
+        said = "answered in the terminal: Allow once"  # not "the agent was interrupted"
+        assert cancel.reason == said
+        assert cancel.outcome is not None and (cancel.outcome.status, cancel.outcome.result) == (
+            "cancelled",
+            {"message": said},
+        )
         await anyio.to_thread.run_sync(terminal.read_until, b"Cleaned up.")
+        # a device that comes back asking about the card (a reload) is told the same
+        await app.close()
+        app = await app_on(port, open_calls=[card.call_id])
+        again = (await app.next("tool.cancel")).payload
+        assert isinstance(again, ToolCancel) and again.call_id == card.call_id
+        assert again.outcome is not None and again.outcome.result == {"message": said}
     finally:
         await anyio.to_thread.run_sync(terminal.close)
         await app.close()
     assert not target.exists()
     assert b"allowed once" in terminal.screen
+
+
+# ------------------------------------------------------------------ a one-shot chat's approval: the card is the way
+
+
+def one_shot(prompt: str, home: Path, *flags: str) -> AbstractContextManager[subprocess.Popen[str]]:
+    """``hermes chat --toolsets lineup,terminal <flags> -q <prompt>`` in the background, with no terminal."""
+    return process("chat", "--toolsets", "lineup,terminal", *flags, "-q", prompt, home=home)
+
+
+def configure(home: Path, old: str, new: str) -> None:
+    """Replace ``old`` with ``new`` in the Hermes home's ``config.yaml``."""
+    config = home / "config.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert old in text, old
+    config.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def two_deletions(llm: ScriptedLLM, tmp_path: Path) -> tuple[Path, Path]:
+    """Two new folders; the model deletes one, then the other (each asks approval), then says "Cleaned up."."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    llm.reset(
+        call("terminal", command=f"rm -rf {first}"), call("terminal", command=f"rm -rf {second}"), say("Cleaned up.")
+    )
+    return first, second
+
+
+def terminal_statuses(llm: ScriptedLLM) -> list[str | None]:
+    """How each ``terminal`` call of the last request ended, for the model (``blocked`` when denied)."""
+    return [m["json"].get("status") for m in tool_messages(llm.requests[-1]) if m["name"] == "terminal"]
+
+
+@bounded
+@pytest.mark.parametrize(
+    ("serving", "flags", "choice", "asked"),
+    [
+        ("chat", (), "once", 2),  # once: the second deletion is asked again (and denied here)
+        ("chat", ("-Q",), "session", 1),
+        ("gateway", (), "always", 1),
+        ("gateway", ("-Q",), "deny", 2),  # a denial is not remembered: the second is asked (and denied)
+    ],
+)
+async def test_a_one_shot_chat_approval_is_an_app_card_and_the_apps_choice_is_hermes_answer(
+    home: tuple[Path, int],
+    llm: ScriptedLLM,
+    tmp_path: Path,
+    serving: str,
+    flags: tuple[str, ...],
+    choice: str,
+    asked: int,
+) -> None:
+    # served by the chat itself (it waits for the App to connect), or forwarded to the gateway that serves it
+    path, port = home
+    first, second = two_deletions(llm, tmp_path)
+    if serving == "chat":
+        configure(path, "store: sqlite", "store: sqlite\n      app_grace: 60")
+    with process("gateway", "run", home=path) if serving == "gateway" else contextlib.nullcontext():
+        app = await app_on(port) if serving == "gateway" else None
+        with one_shot("clean up", path, *flags) as asking:
+            app = app or await app_on(port)
+            card = await app.next_call()
+            assert card.name == "confirm" and card.arguments["details"] == f"rm -rf {first}"
+            assert [c["value"] for c in card.arguments["choices"]] == ["once", "session", "always", "deny"]
+            assert card.origin is not None and (card.origin.kind, card.origin.label) == ("chat", "hermes chat")
+            approves = choice != "deny"
+            await app.answer(card, "completed" if approves else "rejected", approved=approves, choice=choice)
+            if asked == 2:
+                again = await app.next_call()
+                assert again.arguments["details"] == f"rm -rf {second}"
+                await app.answer(again, "rejected", approved=False, choice="deny")
+            assert "Cleaned up." in await output(asking)
+        await app.close()
+    statuses = terminal_statuses(llm)
+    assert first.exists() is (choice == "deny")  # the command ran, or Hermes blocked it
+    assert second.exists() is (asked == 2)  # approved for the session (or for good), or asked again
+    assert (statuses[0] == "blocked") is (choice == "deny"), statuses
+    allowlist = (path / "config.yaml").read_text(encoding="utf-8").partition("command_allowlist:")[2]
+    kind = str(card.arguments["message"]).rpartition("(")[2].rstrip(")")  # e.g. "recursive delete"
+    assert (f"- {kind}" in allowlist) is (choice == "always"), allowlist  # Hermes kept it for good, in config.yaml
+
+
+@bounded
+async def test_a_one_shot_chat_approval_with_no_app_connected_is_denied_at_once(
+    home: tuple[Path, int], llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    # Hermes would wait its approvals.timeout (here far longer than the test may take) and deny: nobody
+    # can answer a one-shot chat's prompt but the App, and no App is connected
+    path, _ = home
+    first, second = two_deletions(llm, tmp_path)
+    configure(path, "timeout: 30", "timeout: 3600")
+    with one_shot("clean up", path) as asking:
+        assert "Cleaned up." in await output(asking)
+    assert first.exists() and second.exists()
+    assert terminal_statuses(llm) == ["blocked", "blocked"]

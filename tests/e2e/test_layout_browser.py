@@ -56,10 +56,19 @@ async def test_the_header_is_one_row_on_a_phone(agent: Agent, browser: Browser, 
     await expect(page.locator("#agent-status")).to_have_text("Waiting for you")
     box = await page.locator(".topbar").bounding_box()
     assert box is not None and box["height"] <= 56, box
+    # nothing in the row is cut short: the name, and the state the agent is in
+    cut = "(e) => e.scrollWidth > e.clientWidth"
+    assert not await page.locator(".title").evaluate(cut)
+    assert not await page.locator("#agent-status").evaluate(cut)
     # the Notify explanation is the button's description, never a row of its own
     hint = await page.locator("#notify-hint").bounding_box()
     assert hint is None or hint["height"] <= 1
     assert await no_sideways_scroll(page)
+    # away from the agent: the link's state takes the room of the agent's (not known then)
+    await agent.server.close()
+    await expect(page.locator("#link")).to_have_text("Reconnecting…")
+    box = await page.locator(".topbar").bounding_box()
+    assert box is not None and box["height"] <= 56, box
 
 
 @pytest.mark.parametrize("font_px", [16, 20, 32])

@@ -1,5 +1,6 @@
 """What the App's page costs a phone to load, in real Chromium: one script, no relay library in
-direct mode, gzip, and a reload that revalidates the page alone (times: ``benchmarks/phone.py``)."""
+direct mode, gzip, and a reload that revalidates the page alone (times: ``benchmarks/phone.py``; a long
+history a page at a time: ``test_history_scroll.py``)."""
 
 from __future__ import annotations
 
@@ -94,35 +95,4 @@ async def test_a_reload_revalidates_the_page_alone(agent: Agent, open_app: OpenA
     assert fetched.get("") == 304, fetched  # the page: revalidated, not sent again
     assert not {"app.bundle.js", "style.css", "icon.svg"} & set(fetched), fetched  # from the cache
     assert sum(received) <= 10_000
-    call.cancel()
-
-
-async def test_a_new_device_with_a_long_history_sees_the_waiting_card_first_then_everything_in_order(
-    agent: Agent, open_app: OpenApp
-) -> None:
-    from playwright.async_api import expect
-
-    await open_app()  # a first device, so the agent's messages are kept for the next
-    texts = [f"{index:04d} " + "x" * 2_000 for index in range(300)]  # about 600 KB of history
-    for text in texts:
-        await agent.hub.send_text(text)
-    call = agent.call("confirm", {"message": "Deploy now?"})
-    page = await open_app(connected=False, url="about:blank")
-    cdp = await page.context.new_cdp_session(page)
-    await cdp.send("Network.enable")
-    frames: list[str] = []
-    cdp.on("Network.webSocketFrameReceived", lambda event: frames.append(event["response"]["payloadData"]))
-    await page.goto(agent.link)
-    await expect(page.locator("article.card")).to_be_visible()
-    await expect(page.locator(".msg-agent")).to_have_count(len(texts))  # the older pages follow
-    card_frame = next(i for i, frame in enumerate(frames) if '"lineup.v1.tool.call"' in frame)
-    before_card = sum(len(frame) for frame in frames[: card_frame + 1])
-    assert before_card < 100_000, before_card  # the newest page and the card, not the whole history
-    assert sum(len(frame) for frame in frames) > 500_000  # the rest came after it
-    messages = page.locator(".msg-agent")
-    shown = [text[:4] for text in await messages.all_inner_texts()]
-    assert shown == [text[:4] for text in texts]  # oldest at the top, in order
-    await page.reload()
-    await expect(page.locator(".msg-agent")).to_have_count(len(texts))
-    assert [text[:4] for text in await page.locator(".msg-agent").all_inner_texts()] == shown
     call.cancel()

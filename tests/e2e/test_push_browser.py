@@ -40,6 +40,15 @@ pytestmark = pytest.mark.browser
 
 NOTIFICATIONS = "navigator.serviceWorker.ready.then((r) => r.getNotifications())"
 
+#: resolves once the App's service worker is activated (not only activating, as ``ready`` allows)
+ACTIVATED = """navigator.serviceWorker.ready.then((registration) => {
+  const worker = registration.active;
+  if (worker.state === "activated") return true;
+  return new Promise((done) => {
+    worker.addEventListener("statechange", () => worker.state === "activated" && done(true));
+  });
+})"""
+
 
 @pytest.fixture
 async def phone(browser: Browser, agent: Agent) -> AsyncIterator[BrowserContext]:
@@ -69,7 +78,9 @@ class Pusher:
 
         cdp.on("ServiceWorker.workerRegistrationUpdated", seen)
         await cdp.send("ServiceWorker.enable")
-        await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+        # ``ready`` resolves while the new worker may still be activating; a push Chromium delivers
+        # then can be lost (seen once under load), so wait for "activated", as a push service would
+        await page.evaluate(ACTIVATED)
         return cls(cdp, origin, await asyncio.wait_for(registered, 10))
 
     async def push(self, notice: dict[str, Any]) -> None:
@@ -93,7 +104,9 @@ async def notifications(page: Page, *tags: str) -> list[dict[str, Any]]:
               for (;;) {
                 const all = await registration.getNotifications();
                 if (JSON.stringify(all.map((n) => n.tag).sort()) === JSON.stringify(want)) {
-                  return all.map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data }))
+                  return all.map((n) => ({
+                    title: n.title, body: n.body, tag: n.tag, data: n.data, icon: n.icon, badge: n.badge,
+                  }))
                     .sort((a, b) => (a.tag < b.tag ? -1 : 1));
                 }
                 await new Promise((next) => setTimeout(next, 20));
@@ -122,7 +135,13 @@ async def test_a_push_shows_one_notification_per_card_and_the_follow_up_closes_i
         "body": "Delete the old backups?",
         "tag": "call-1",
         "data": {"call_id": "call-1", "conversation_id": None},
+        # PNGs: Android's Chrome may draw no SVG in a notification (the icon was icon.svg)
+        "icon": f"{agent.url}icon-192.png",
+        "badge": f"{agent.url}badge-96.png",
     }
+    for image in (shown["icon"], shown["badge"]):
+        served = await page.request.get(image)
+        assert (served.status, served.headers["content-type"]) == (200, "image/png")
     await pusher.push(card)  # the same card again: still one notification
     await pusher.push({"v": 1, "kind": "card", "call_id": "call-2"})  # preview off: content-free
     shown_now = await notifications(page, "call-1", "call-2")

@@ -270,6 +270,25 @@ async def test_cards_sent_while_offline_arrive_and_ended_ones_close(agent: Relay
     assert (await second).result == {"approved": True}
 
 
+async def test_a_new_device_gets_a_long_history_a_page_at_a_time_over_the_relay(
+    agent: RelayAgent, context: BrowserContext, static_host: StaticHost
+) -> None:
+    from .test_history_scroll import scroll_to_the_beginning
+
+    await agent.close_direct()  # away from home: only the relay
+    texts = [f"{index:04d} " + "x" * 2_000 for index in range(80)]  # about 160 KB: three pages
+    for text in texts:
+        await agent.hub.send_text(text)
+    page = await context.new_page()
+    await page.goto(await pair_link(agent.settings, static_host.url))  # the exported App, a new device
+    await expect(page.locator("#path")).to_have_text("Relay")
+    messages = page.locator(".msg-agent")
+    await expect(messages.last).to_have_text(texts[-1])
+    assert 10 < await messages.count() < 40  # the newest page only
+    await scroll_to_the_beginning(page)
+    assert [text[:4] for text in await messages.all_inner_texts()] == [text[:4] for text in texts]
+
+
 # -- revocation ----------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from lineup_plugin.protocol.messages import (
     FileChunk,
     FileStored,
     History,
+    HistoryOlder,
     MessageDelta,
     PushSubscribe,
     Text,
@@ -61,8 +62,14 @@ SAMPLES = [
             "head": 2,
             "entries": [
                 {"seq": 1, "at": "2026-11-30T09:00:00+00:00", "conversation_id": "c", "event": "text.in", "text": "hi"},
-                {"seq": 2, "at": "2026-11-30T09:00:01+00:00", "conversation_id": "c", "event": "call.end",
-                 "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}}, "device_id": "phone"},
+                {
+                    "seq": 2,
+                    "at": "2026-11-30T09:00:01+00:00",
+                    "conversation_id": "c",
+                    "event": "call.end",
+                    "result": {"call_id": "c1", "status": "completed", "result": {"selected": "a"}},
+                    "device_id": "phone",
+                },
             ],
             "conversations": [{"conversation_id": "c", "title": "Deploy", "last_seq": 2}],
         }
@@ -71,6 +78,7 @@ SAMPLES = [
         {"subscription": {"endpoint": "https://fcm.googleapis.com/fcm/send/x", "keys": {"p256dh": "BP", "auth": "A"}}}
     ),
     PushSubscribe(subscription=None),
+    HistoryOlder(before=120, history_id="h1"),
     DeviceWelcome(device_id="phone", agent=AGENT, push_key="BNcR-key"),
 ]
 

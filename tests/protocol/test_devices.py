@@ -71,14 +71,16 @@ def test_refuse_sends_the_error_then_closes_and_forgets_the_link() -> None:
     assert devices.state("ws") is None
 
 
-def test_broadcast_skips_one_link_and_too_long_names_the_link_over_its_limit() -> None:
+def test_broadcast_reaches_every_attached_link_and_too_long_names_the_link_over_its_limit() -> None:
     _, out, devices = make()
     for link, limit in (("ws", None), ("im", 400)):
         devices.open(link, name=link, verify=None, max_text=limit)
         devices.attach(link, link)
+    devices.open("new", name="new", verify=None, max_text=None)  # not attached yet (no hello): told nothing
     out.take()
-    assert devices.broadcast(Text(text="x"), skip="ws", call_id="c1") == 1
-    [sent] = out.take().messages
-    assert isinstance(sent, Send) and (sent.link, sent.call_id) == ("im", "c1")
+    assert devices.broadcast(Text(text="x"), call_id="c1") == 2
+    sent = out.take().messages
+    assert all(isinstance(s, Send) for s in sent)
+    assert sorted((s.link, s.call_id) for s in sent if isinstance(s, Send)) == [("im", "c1"), ("ws", "c1")]
     assert devices.too_long(lambda device: "y" * 401) == ("im", 400, 401)
     assert devices.too_long(lambda device: "y" * 400) is None

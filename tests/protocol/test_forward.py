@@ -10,10 +10,14 @@ from lineup_plugin.errors import ProtocolError
 from lineup_plugin.protocol.forward import (
     FORWARDER,
     MAX_LINE,
+    MAX_REASON,
+    MAX_TOKEN,
     SERVER_DURING_CALL,
     SERVER_HELLO,
     SERVER_REQUEST,
+    AnswerLine,
     CallLine,
+    CancelLine,
     ConversationRef,
     HandOver,
     Hello,
@@ -52,6 +56,8 @@ def test_every_line_survives_its_codec() -> None:
         (StatusLine(state="thinking"), SERVER_REQUEST),
         (ResultLine(result=ToolResult(call_id="c1", status="completed", result={"selected": "a"})), FORWARDER),
         (Interrupt(reason="stopped by the user"), FORWARDER),
+        (CancelLine(call_id="c1", reason="r" * MAX_REASON), SERVER_DURING_CALL),
+        (AnswerLine(surface="mcp-host", result=ToolResult(call_id="c1", status="completed")), SERVER_DURING_CALL),
     ]
     for line, (expected, refusal) in lines:
         raw = encode_line(line)
@@ -74,6 +80,25 @@ def test_every_line_survives_its_codec() -> None:
         (b'{"op": "status", "state": "idle", "detail": 5}\n', SERVER_REQUEST, "detail"),
         (b'{"op": "answer", "surface": "", "result": {}}\n', SERVER_DURING_CALL, "surface"),
         (b'{"op": "result", "result": {"status": "maybe"}}\n', FORWARDER, "result"),
+        (b'{"op": "shout"}\n', SERVER_DURING_CALL, "expected a cancel or an answer"),
+        (b'{"op": "call", "call_id": "c", "name": "x"}\n', SERVER_DURING_CALL, "expected a cancel or an answer"),
+        (b'{"op": "cancel", "reason": 5}\n', SERVER_DURING_CALL, "reason: input should be a valid string"),
+        (b'{"op": "cancel", "reason": {"a": 1}}\n', SERVER_DURING_CALL, "reason: input should be a valid string"),
+        (b'{"op": "cancel", "call_id": ""}\n', SERVER_DURING_CALL, "call_id"),
+        (b'{"op": "cancel", "reason": "\\ud800"}\n', SERVER_DURING_CALL, "surrogate"),
+        (
+            json.dumps({"op": "cancel", "reason": "x" * (MAX_REASON + 1)}).encode() + b"\n",
+            SERVER_DURING_CALL,
+            f"reason: string should have at most {MAX_REASON} characters",
+        ),
+        (
+            json.dumps({"op": "status", "state": "idle", "detail": "x" * (MAX_REASON + 1)}).encode() + b"\n",
+            SERVER_REQUEST,
+            f"detail: string should have at most {MAX_REASON} characters",
+        ),
+        (b'{"op": "hello", "token": "' + b"t" * (MAX_TOKEN + 1) + b'"}\n', SERVER_HELLO, "token"),
+        (b'{"op": "interrupt", "reason": "' + b"x" * (MAX_REASON + 1) + b'"}\n', FORWARDER, "reason"),
+        (b'{"op": "error", "message": "' + b"x" * (MAX_REASON + 1) + b'"}\n', FORWARDER, "message"),
     ],
 )
 def test_a_bad_line_is_refused_naming_what_is_wrong(raw: bytes, stage: tuple[tuple[str, ...], str], says: str) -> None:

@@ -63,7 +63,11 @@ def test_every_event_is_numbered_in_order_with_what_a_device_shows() -> None:
     entries = rig.records.history_after(0, oldest_at=float("-inf"), limit=100)
 
     assert [(e.seq, e.event) for e in entries] == [
-        (1, "text.in"), (2, "text.out"), (3, "call"), (4, "call.end"), (5, "status")
+        (1, "text.in"),
+        (2, "text.out"),
+        (3, "call"),
+        (4, "call.end"),
+        (5, "status"),
     ]
     assert (entries[0].text, entries[0].device_id, entries[0].ref) == ("deploy", "phone", "msg-deploy")
     assert entries[2].call is not None and entries[2].call.call_id == "c1"
@@ -153,7 +157,9 @@ def test_hostile_last_seq_is_refused_with_the_field_named(last_seq: object, prob
     conversation(rig)
     rig.session.open("evil", name="evil", verify=accept)
     message = codec.envelope(
-        DeviceHello(device_id="evil"), sender=Actor(kind="device", id="evil"), target=rig.session.agent,
+        DeviceHello(device_id="evil"),
+        sender=Actor(kind="device", id="evil"),
+        target=rig.session.agent,
         conversation_id="default",
     )
     data = json.loads(codec.encode(message))
@@ -170,9 +176,7 @@ def test_hostile_last_seq_is_refused_with_the_field_named(last_seq: object, prob
 
 def test_retention_by_count_hands_out_at_most_the_limit() -> None:
     retention = Retention(limit=3, max_age=None)
-    records = FakeRecords(retention=retention)
-    rig = Rig(records=records)
-    rig.session = Session(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+    rig = Rig.keeping(retention)
     hello(rig, "phone")
     for number in range(1, 8):
         rig.session.send_text(f"m{number}")
@@ -184,9 +188,7 @@ def test_retention_by_count_hands_out_at_most_the_limit() -> None:
 
 def test_retention_by_age_drops_entries_older_than_max_age_by_the_session_clock() -> None:
     retention = Retention(limit=100, max_age=60.0)
-    records = FakeRecords(retention=retention)
-    rig = Rig(records=records)
-    rig.session = Session(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+    rig = Rig.keeping(retention)
     hello(rig, "phone")
     rig.session.send_text("old")
     rig.drain()
@@ -222,8 +224,10 @@ def test_a_catch_up_too_long_for_the_link_is_split_into_messages_marked_more() -
     rig.session.receive_envelope(
         "im",
         codec.envelope(
-            DeviceHello(device_id="app-user", last_seq=0), sender=Actor(kind="device", id="app-user"),
-            target=rig.session.agent, conversation_id="default",
+            DeviceHello(device_id="app-user", last_seq=0),
+            sender=Actor(kind="device", id="app-user"),
+            target=rig.session.agent,
+            conversation_id="default",
         ),
     )
     batch = rig.drain()
@@ -287,8 +291,11 @@ def test_app_text_names_its_conversation_and_every_device_is_shown_it() -> None:
     hello(rig, "phone")
     hello(rig, "tablet")
     text = codec.envelope(
-        Text(text="plan"), sender=Actor(kind="device", id="phone"), target=rig.session.agent,
-        conversation_id="app-42", id="msg-plan",
+        Text(text="plan"),
+        sender=Actor(kind="device", id="phone"),
+        target=rig.session.agent,
+        conversation_id="app-42",
+        id="msg-plan",
     )
     rig.session.receive_envelope("phone", text)
     batch = rig.drain()
@@ -305,8 +312,11 @@ def test_a_device_renames_and_closes_a_conversation_and_every_device_is_told() -
 
     def update(envelope_id: str, **change: object) -> Batch[str]:
         message = codec.envelope(
-            ConversationUpdate.model_validate(change), sender=Actor(kind="device", id="phone"),
-            target=rig.session.agent, conversation_id="app-42", id=envelope_id,
+            ConversationUpdate.model_validate(change),
+            sender=Actor(kind="device", id="phone"),
+            target=rig.session.agent,
+            conversation_id="app-42",
+            id=envelope_id,
         )
         rig.session.receive_envelope("phone", message)
         return rig.drain()
@@ -325,7 +335,9 @@ def test_a_conversation_update_with_nothing_to_change_is_refused() -> None:
     rig = Rig()
     hello(rig, "phone")
     update = codec.envelope(
-        ConversationUpdate(closed=True), sender=Actor(kind="device", id="phone"), target=rig.session.agent,
+        ConversationUpdate(closed=True),
+        sender=Actor(kind="device", id="phone"),
+        target=rig.session.agent,
         conversation_id="app-42",
     )
     envelope = json.loads(codec.encode(update))

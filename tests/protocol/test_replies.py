@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lineup_plugin.protocol.messages import Attachment, FileChunk, MessageDelta, Text
+from lineup_plugin.protocol.messages import Attachment, FileChunk, History, MessageDelta, Text
 from lineup_plugin.protocol.replies import ENDED_KEPT, Replies
 from lineup_plugin.protocol.session import FileReceived, TextReceived
 
@@ -89,8 +89,15 @@ def test_app_files_reach_the_driver_as_events() -> None:
     rig = Rig()
     rig.connect("phone")
     file = Attachment(id=SHA, name="a.png", mime="image/png", size=3)
-    batch = rig.send("phone", Text(text="see", attachments=[file]))
-    assert batch.events == [TextReceived("phone", "see", (file,))]
+    batch = rig.send("phone", Text(text="see", attachments=[file]), envelope_id="msg-see")
+    assert batch.events == [TextReceived("phone", "see", (file,), ref="msg-see")]
+    # kept in the history only once the driver has found its files (Timeline.keep_text)
+    assert payloads(batch, "phone", History) == []
+    (typed,) = batch.events
+    assert isinstance(typed, TextReceived)
+    rig.session.history.keep_text(typed)  # the driver found them: now every device is shown it
+    (shown,) = payloads(rig.drain(), "phone", History)
+    assert [(e.event, e.ref, e.text) for e in shown.entries] == [("text.in", "msg-see", "see")]
     chunk = FileChunk(upload_id="u1", seq=0, data="AAEC")
     batch = rig.send("phone", chunk)
     assert batch.events == [FileReceived("phone", "phone", chunk)]
@@ -103,3 +110,21 @@ def test_ended_replies_are_remembered_within_a_bound() -> None:
         replies.interrupt()
     assert replies.update("m0", "xy") is not None  # forgotten: a new reply of that id is possible again
     assert replies.update(f"m{ENDED_KEPT + 9}", "xy") is None
+
+
+def test_a_reply_settled_again_with_the_same_text_sends_nothing_with_new_text_it_is_sent() -> None:
+    replies = Replies()
+    replies.update("m1", "Hello")
+    first = replies.settle("m1", "Hello, world")
+    assert first is not None and first.text == "Hello, world"
+    assert replies.settle("m1", "Hello, world") is None  # a final edit of the same text: the App has it
+    again = replies.settle("m1", "Hello, world!")  # the runtime edited it: every device is told
+    assert again is not None and again.text == "Hello, world!"
+
+
+def test_settled_replies_are_remembered_within_a_bound() -> None:
+    replies = Replies()
+    for number in range(ENDED_KEPT + 10):
+        assert replies.settle(f"m{number}", "same") is not None
+    assert replies.settle("m0", "same") is not None  # forgotten: sent again
+    assert replies.settle(f"m{ENDED_KEPT + 9}", "same") is None

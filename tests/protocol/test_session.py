@@ -117,7 +117,7 @@ class FakeRecords:
     def read(self, wants: Wants) -> Known:
         envelope_id, call_ids, query = wants
         calls = {call_id: call for call_id in call_ids if (call := self.get_call(call_id)) is not None}
-        history = self.history_after(query.after, oldest_at=query.oldest_at, limit=query.limit) if query else []
+        history = self.history.history(query) if query else []
         return Known(envelope_id is not None and self.was_seen(envelope_id), calls, history)
 
     def apply(self, changes: Iterable[Change]) -> None:
@@ -203,6 +203,14 @@ class Rig:
 
     def __post_init__(self) -> None:
         self.session = Driven(records=self.records, catalog=self.catalog, clock=self.clock)
+
+    @classmethod
+    def keeping(cls, retention: Retention) -> Rig:
+        """A rig whose session and records keep the history by ``retention``."""
+        records = FakeRecords(retention=retention)
+        rig = cls(records=records)
+        rig.session = Driven(records=records, catalog=rig.catalog, clock=rig.clock, retention=retention)
+        return rig
 
     def drain(self) -> Batch[str]:
         return drain(self.session, self.records)
@@ -564,7 +572,7 @@ def test_same_envelope_id_twice_is_applied_once() -> None:
     first = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
     second = rig.send("phone", Text(text="hello"), envelope_id="msg-1")
 
-    assert first.events == [TextReceived("phone", "hello")]
+    assert first.events == [TextReceived("phone", "hello", ref="msg-1")]
     assert SeenEnvelope("msg-1", START) in first.changes
     assert second.events == []
     assert second.messages == []
@@ -744,7 +752,7 @@ def test_app_cancel_ends_the_call_cancelled_with_the_apps_reason_and_tells_the_o
     [ended] = batch.ended
     assert ended.state is CallState.CANCELLED
     assert ended.result is not None and ended.result.result == {"message": "not now"}
-    assert [c.call_id for c in cancels(batch, "laptop")] == ["c1"]
+    assert [(c.call_id, c.reason) for c in cancels(batch, "laptop")] == [("c1", "not now")]  # not "answered"
     verdict = CallOutcome(status="cancelled", result={"message": "not now"}, device_id="phone")
     assert [c.outcome for c in cancels(batch, "phone")] == [verdict]  # its card shows how the call ended too
     assert rig.records.calls["c1"].state is CallState.CANCELLED
@@ -1032,7 +1040,7 @@ def test_text_from_the_app_is_a_text_received_event() -> None:
 
     batch = rig.send("phone", Text(text="what's the weather?"), envelope_id="msg-typed")
 
-    assert batch.events == [TextReceived("phone", "what's the weather?")]
+    assert batch.events == [TextReceived("phone", "what's the weather?", ref="msg-typed")]
     (told,) = payloads(batch, "phone", History)  # only its history entry, which the App knows by ``ref``
     assert [(e.event, e.text, e.ref, e.device_id) for e in told.entries] == [
         ("text.in", "what's the weather?", "msg-typed", "phone")

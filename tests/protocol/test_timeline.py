@@ -5,8 +5,8 @@ from __future__ import annotations
 from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.calls import format_timestamp
 from lineup_plugin.protocol.devices import Devices
-from lineup_plugin.protocol.history import Record, Retention, SaveConversation
-from lineup_plugin.protocol.messages import ConversationInfo, History
+from lineup_plugin.protocol.history import PAGE_ENTRIES, Record, Retention, SaveConversation
+from lineup_plugin.protocol.messages import ConversationInfo, History, HistoryOlder
 from lineup_plugin.protocol.outputs import Outbox, Send
 from lineup_plugin.protocol.reads import HistoryQuery, Kept
 from lineup_plugin.protocol.timeline import Timeline
@@ -114,3 +114,24 @@ def test_a_conversation_opened_again_by_the_user() -> None:
     timeline.change("side", closed=False)
     [record] = [r for r in out.take().changes if isinstance(r, Record)]
     assert record.fields == {"closed": False, "title": "Side"} and timeline.conversations()[0].closed is False
+
+
+def test_a_new_device_newest_first_and_a_page_before_the_oldest_shown_read_only_the_newest_entries() -> None:
+    clock, _, timeline = make(Kept("h1", head=150), Retention(limit=100, max_age=60.0))
+    clock.now = 5000.0
+    # a new device: the newest PAGE_ENTRIES below the head only (not the whole history kept)
+    assert timeline.query(0, "h1", newest_first=True) == HistoryQuery(50, 4940.0, PAGE_ENTRIES, 151)
+    assert timeline.query(0, None, newest_first=True) == HistoryQuery(50, 4940.0, PAGE_ENTRIES, 151)
+    assert timeline.query(7, "another", newest_first=True) == HistoryQuery(50, 4940.0, PAGE_ENTRIES, 151)  # reset
+    # a device that resumes reads all it missed (its older pages follow the cards)
+    assert timeline.query(120, "h1", newest_first=True) == HistoryQuery(120, 4940.0, 100)
+    # the page before the oldest the device shows: within the retention, by the clock
+    assert timeline.older_query(HistoryOlder(before=90)) == HistoryQuery(50, 4940.0, PAGE_ENTRIES, 90)
+    assert timeline.older_query(HistoryOlder(before=151, history_id="h1")) == HistoryQuery(
+        50, 4940.0, PAGE_ENTRIES, 151
+    )
+    assert timeline.older_query(HistoryOlder(before=51)) is None  # nothing kept before it
+    assert timeline.older_query(HistoryOlder(before=152)) is None  # beyond the head: refused, nothing read
+    assert timeline.older_query(HistoryOlder(before=90, history_id="another")) is None
+    _, _, off = make(Kept("h1", head=150), Retention(limit=0))
+    assert off.older_query(HistoryOlder(before=90)) is None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.errors import PushError
+from lineup_plugin.errors import PushError, PushServiceNotAllowed
+from lineup_plugin.push import message
 from lineup_plugin.push.message import CLOSE_TTL, PADDED_SIZE, closes_allowed, topic
 from lineup_plugin.push.service import PushService, token_credential
 from lineup_plugin.push.subscriptions import FILE_NAME, Subscriptions
@@ -203,6 +204,62 @@ async def test_a_card_that_ends_before_its_push_left_sends_nothing(
     assert fake.requests == []
 
 
+@pytest.fixture
+def apple_like(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake push service takes no closes, as Apple's does (a push that shows nothing counts against it)."""
+    monkeypatch.setattr(message, "SILENT_PUSH_PUNISHED", ("127.0.0.1",))
+
+
+async def test_cards_ended_at_a_push_service_that_takes_no_closes_leave_nothing_behind(
+    push: PushService, fake: FakePushService, clock: Clock, apple_like: None
+) -> None:
+    """The sender kept (endpoint, call id) of every card push until its close was delivered, and no
+    close goes to Apple: the set grew by one per card per iPhone for the life of the process."""
+    phone = Subscriber(fake.endpoint("phone"))
+    push.subscribe("phone", phone.subscription())
+    for n in range(20):
+        open_card(push, f"call-{n}")
+        clock.now += 5.0
+        push.tick()
+        await push.sender.idle()
+        assert push.sender.closable == {(phone.endpoint, f"call-{n}")}
+        push.card_ended(f"call-{n}")
+        assert push.sender.closable == set()
+    open_card(push, "call-under-way")
+    clock.now += 5.0
+    push.tick()
+    push.card_ended("call-under-way")  # ended while its push is still under way
+    await push.sender.idle()
+    assert push.sender.closable == set()
+    assert len(fake.requests) == 21 and all(phone.notice(r)["kind"] == "card" for r in fake.requests)
+
+
+async def test_a_close_that_fails_or_a_subscription_gone_leaves_nothing_behind(
+    push: PushService, fake: FakePushService, clock: Clock
+) -> None:
+    phone = pushed_after(push, fake, clock)
+    await fake.wait_for(1)
+    await push.sender.idle()
+    fake.answers.append((500, {}))
+    push.card_ended("call-1")
+    await fake.wait_for(2)
+    await push.sender.idle()
+    assert push.sender.closable == set()  # the close was tried: no other follows
+    open_card(push, "call-2")
+    open_card(push, "call-3")
+    clock.now += 5.0
+    fake.answers.extend([(200, {}), (410, {})])
+    push.tick()
+    await fake.wait_for(4)
+    await push.sender.idle()
+    assert len(push.subscriptions) == 0  # gone: the card push it took is forgotten with it
+    assert push.sender.closable == set()
+    push.card_ended("call-2")
+    push.card_ended("call-3")
+    await push.sender.idle()
+    assert len(fake.requests) == 4 and phone.notice(fake.requests[1])["kind"] == "closed"
+
+
 @pytest.mark.parametrize("status", [404, 410])
 async def test_a_subscription_the_push_service_calls_gone_is_dropped(
     push: PushService, fake: FakePushService, clock: Clock, tmp_path: Path, status: int
@@ -388,7 +445,9 @@ def test_an_endpoint_off_the_known_push_services_is_refused(tmp_path: Path) -> N
     # the App cannot make the agent post wherever it likes
     push = PushService(tmp_path, contact=CONTACT)
     for endpoint in ("https://evil.example/x", "https://fcm.googleapis.com.evil.example/x", "http://127.0.0.1:9/x"):
-        with pytest.raises(PushError, match="not a known push service; add it to the push_services setting"):
+        with pytest.raises(
+            PushServiceNotAllowed, match="not a known push service; add it to the push_services setting"
+        ):
             push.subscribe("phone", Subscriber(endpoint).subscription())
     for endpoint in ("https://fcm.googleapis.com/fcm/send/x", "https://web.push.apple.com/x"):
         push.subscribe("phone", Subscriber(endpoint).subscription())
@@ -401,6 +460,20 @@ def test_a_kept_subscription_off_the_push_services_now_set_is_dropped(tmp_path: 
     )
     assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 1
     assert len(PushService(tmp_path, contact=CONTACT).subscriptions) == 0
+    assert not (tmp_path / f"{FILE_NAME}.damaged").exists()  # dropped by its error's type, not set aside
+
+
+def test_a_kept_subscription_with_a_bad_key_sets_the_file_aside_rather_than_being_dropped(tmp_path: Path) -> None:
+    """Only a subscription at a push service no longer allowed is dropped (told by its error's type,
+    :class:`PushServiceNotAllowed`, once by the words of its message); any other bad entry is damage."""
+    PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe(
+        "phone", Subscriber("https://push.example/x").subscription()
+    )
+    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    kept["subscriptions"][0]["keys"]["p256dh"] = "not-a-key"
+    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 0
+    assert (tmp_path / f"{FILE_NAME}.damaged").exists()
 
 
 def test_the_same_subscription_sent_again_writes_nothing(tmp_path: Path) -> None:

@@ -274,4 +274,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

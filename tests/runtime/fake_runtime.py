@@ -17,6 +17,8 @@ class FakeRuntime(AgentRuntime):
     def __init__(self) -> None:
         self.tools: dict[str, ToolHandler] = {}
         self.messages: list[tuple[str, str]] = []
+        #: the conversation each of :attr:`messages` came in
+        self.conversations: list[str | None] = []
         self.interrupts: list[str | None] = []
         self.refreshed = threading.Event()
         #: set when the service interrupts the run
@@ -40,6 +42,7 @@ class FakeRuntime(AgentRuntime):
 
     def deliver_message(self, text: str, *, sender: str, conversation_id: str | None = None) -> bool:
         self.messages.append((sender, text))
+        self.conversations.append(conversation_id)
         return self.taking
 
     def interrupt(self, message: str | None = None) -> bool:

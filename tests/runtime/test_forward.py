@@ -26,6 +26,7 @@ import pytest
 
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
+from lineup_plugin.protocol.forward import MAX_REASON
 from lineup_plugin.protocol.messages import MAX_TEXT, AgentStop, Text, ToolCall, ToolCancel, ToolResult
 from lineup_plugin.protocol.session import RESTARTED
 from lineup_plugin.runtime import forward
@@ -67,18 +68,37 @@ def services(tmp_path: Path, port: int) -> Iterator[tuple[LineUpService, LineUpS
     gateway.stop()
 
 
+class Withdrawn:
+    """An interrupt check that says why (as the CLI's approval prompt answered at the keyboard does)."""
+
+    def __init__(self, event: threading.Event, reason: str) -> None:
+        self.event = event
+        self.reason = reason
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+
 class Asking:
     """A tool call made on a thread of the forwarding process, which a test may interrupt."""
 
-    def __init__(self, service: LineUpService, name: str = "choice", args: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        service: LineUpService,
+        name: str = "choice",
+        args: dict[str, Any] | None = None,
+        *,
+        reason: str | None = None,
+    ) -> None:
         self.interrupted = threading.Event()
         self.service = service
+        check = Withdrawn(self.interrupted, reason) if reason is not None else self.interrupted.is_set
         self.task = asyncio.create_task(
             asyncio.to_thread(
                 service.call_blocking,
                 name,
                 CHOICE if args is None else args,
-                is_interrupted=self.interrupted.is_set,
+                is_interrupted=check,
                 heartbeat=lambda: None,
                 deadline=60,
             )
@@ -153,6 +173,38 @@ async def test_an_interrupt_in_the_forwarding_process_cancels_the_card_on_the_ap
     await app.close()
 
 
+async def test_an_interrupt_that_says_why_reaches_the_card_through_the_serving_process(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    _, chat = services
+    app = await connect(port)
+    said = "answered in the terminal: Deny"
+    asking = Asking(chat, reason=said)
+    call = await app.next_call()
+    asking.interrupted.set()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and (cancel.call_id, cancel.reason) == (call.call_id, said)
+    assert cancel.outcome is not None and cancel.outcome.result == {"message": said}
+    assert (await asking.result()).status == "cancelled"
+    await app.close()
+
+
+async def test_an_interrupt_whose_reason_is_over_the_lines_bound_is_cut_not_a_crash(
+    services: tuple[LineUpService, LineUpService], port: int
+) -> None:
+    """A cancel line's reason is at most MAX_REASON characters: the forwarder cuts a check's longer one."""
+    _, chat = services
+    app = await connect(port)
+    asking = Asking(chat, reason="x" * (MAX_REASON * 3))
+    call = await app.next_call()
+    asking.interrupted.set()
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.call_id == call.call_id
+    assert cancel.reason is not None and len(cancel.reason) == MAX_REASON and cancel.reason.startswith("xxx")
+    assert (await asking.result()).status == "cancelled"
+    await app.close()
+
+
 async def test_the_apps_stop_button_interrupts_the_forwarding_process_and_closes_its_card(
     services: tuple[LineUpService, LineUpService], port: int
 ) -> None:
@@ -172,8 +224,10 @@ async def test_two_processes_ask_at_once_and_each_gets_its_own_answer(tmp_path: 
     try:
         assert gateway.ensure_started("test")
         app = await connect(port)
-        asks = {"first": Asking(first, args={"question": "first?", "options": ["a", "b"]}),
-                "second": Asking(second, args={"question": "second?", "options": ["c", "d"]})}
+        asks = {
+            "first": Asking(first, args={"question": "first?", "options": ["a", "b"]}),
+            "second": Asking(second, args={"question": "second?", "options": ["c", "d"]}),
+        }
         calls = [await app.next_call(), await app.next_call()]
         for call in calls:
             await app.answer(call, selected=call.arguments["options"][1], index=1)
@@ -281,16 +335,66 @@ async def test_a_call_left_open_by_a_killed_process_that_nobody_claims_is_closed
         other.stop()
 
 
+async def card_by_hand(app: WsApp, data_dir: Path, call_id: str) -> socket.socket:
+    """A card asked by a forwarder speaking the socket by hand (:func:`forward_raw`), once the App shows it."""
+    sock = await asyncio.to_thread(forward_raw, data_dir, call_id)
+    assert (await app.next_call()).call_id == call_id
+    sock.settimeout(30)
+    return sock
+
+
+@pytest.mark.parametrize("last", [b"", b'{"op": "cancel", "rea'], ids=["between-lines", "in-the-middle-of-a-line"])
 async def test_a_forwarding_process_that_dies_has_its_card_cancelled(
-    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path, last: bytes
 ) -> None:
     app = await connect(port)
-    sock = await asyncio.to_thread(forward_raw, tmp_path, "call-from-a-dying-process")
-    call = await app.next_call()
-    assert call.call_id == "call-from-a-dying-process"
+    sock = await card_by_hand(app, tmp_path, "call-from-a-dying-process")
+    sock.sendall(last)  # what it was writing when it was killed
     sock.close()
     cancel = (await app.next("tool.cancel")).payload
     assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_GONE
+    await app.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ({"op": "cancel", "reason": {"html": "<b>"}}, "reason: input should be a valid string"),
+        ({"op": "cancel", "reason": "x" * (MAX_REASON + 1)}, f"reason: string should have at most {MAX_REASON}"),
+        ({"op": "cancel", "call_id": "another-call"}, "'another-call' is not this connection's call"),
+        ({"op": "shout"}, "expected a cancel or an answer"),
+        ({"op": "call", "call_id": "c2", "name": "choice"}, "expected a cancel or an answer"),
+        ({"op": "answer", "surface": "mcp-host", "result": {"status": "maybe"}}, "result"),
+    ],
+    ids=["reason-object", "reason-too-long", "another-call", "unknown-op", "second-call", "bad-answer"],
+)
+async def test_a_bad_line_during_a_forwarded_call_is_refused_saying_why_and_its_card_withdrawn(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path, line: dict[str, Any], says: str
+) -> None:
+    """A cancel's reason went unchecked into the result, the store and every App; unknown ops were ignored."""
+    app = await connect(port)
+    sock = await card_by_hand(app, tmp_path, "call-of-a-broken-forwarder")
+    sock.sendall(json.dumps(line).encode() + b"\n")
+    refused = json.loads(await asyncio.to_thread(sock.recv, 65536))
+    sock.close()
+    assert refused["op"] == "error" and says in refused["message"]
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == forward.ASKER_REFUSED
+    await app.close()
+
+
+async def test_a_forwarders_cancel_shows_its_reason_on_the_app(
+    services: tuple[LineUpService, LineUpService], port: int, tmp_path: Path
+) -> None:
+    app = await connect(port)
+    sock = await card_by_hand(app, tmp_path, "call-cancelled-with-a-reason")
+    cancel_line = {"op": "cancel", "call_id": "call-cancelled-with-a-reason", "reason": "the CLI was closed"}
+    sock.sendall(json.dumps(cancel_line).encode() + b"\n")
+    cancel = (await app.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and cancel.reason == "the CLI was closed"
+    result = json.loads(await asyncio.to_thread(sock.recv, 65536))
+    sock.close()
+    assert result["op"] == "result" and result["result"]["status"] == "cancelled"
     await app.close()
 
 
@@ -469,6 +573,10 @@ async def test_a_forwarding_process_s_status_and_replies_reach_the_app(
     assert status.detail == "the one-shot chat"  # type: ignore[union-attr]
     await asyncio.to_thread(chat.send_text, "Deploying to staging.")
     assert (await app.next("text")).payload.text == "Deploying to staging."  # type: ignore[union-attr]
+    await asyncio.to_thread(chat.report_status, "failed", "d" * (MAX_REASON + 500))  # a long error: cut, not lost
+    while (status := (await app.next("agent.status")).payload).state != "failed":  # type: ignore[union-attr]
+        pass
+    assert status.detail is not None and status.detail.startswith("ddd") and len(status.detail) == MAX_REASON  # type: ignore[union-attr]
     await app.close()
 
 
@@ -536,5 +644,5 @@ def test_a_serving_process_that_answers_nonsense_gives_a_clear_error_not_a_crash
 
 
 def test_a_forwarding_connection_is_a_link_of_the_serving_hub() -> None:
-    link = forward.as_link(forward.ForwardLink.__new__(forward.ForwardLink))  # mypy checks it against the port
+    link = forward.ForwardLink.__new__(forward.ForwardLink)  # mypy checks the class against the port
     assert link.max_text == forward.MAX_LINE and callable(link.send) and callable(link.close)

@@ -26,6 +26,7 @@ from lineup_plugin.plugins import (
     remember_function_schemas,
     third_party_plugins,
 )
+from lineup_plugin.protocol.live import interrupt_reason
 from lineup_plugin.protocol.messages import Origin, ToolCancel, ToolResult
 from lineup_plugin.runtime.base import Conversation, result_json
 from lineup_plugin.runtime.hermes import common, compat
@@ -667,6 +668,8 @@ class CardOnApp:
         self.shown = threading.Event()
         self.answer: concurrent.futures.Future[ToolResult] = concurrent.futures.Future()
         self.withdrawn = threading.Event()
+        #: what the card's devices were told when it was withdrawn
+        self.reason = ""
         self.done = threading.Event()
 
     def __call__(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Any) -> ToolResult:
@@ -675,6 +678,7 @@ class CardOnApp:
         try:
             while True:
                 if is_interrupted():
+                    self.reason = interrupt_reason(is_interrupted)
                     self.withdrawn.set()
                     return ToolResult(call_id="c1", status="cancelled", result={"message": "withdrawn"})
                 try:
@@ -689,10 +693,12 @@ class CardOnApp:
         self.answer.set_result(ToolResult.model_validate({"call_id": "c1", "status": status, "result": result}))
 
 
-def raced(cli: PromptingCli, card: CardOnApp, **flags: bool) -> concurrent.futures.Future[str]:
+def raced(
+    cli: PromptingCli, card: CardOnApp, *, only_way: bool = False, told: list[str] | None = None, **flags: bool
+) -> concurrent.futures.Future[str]:
     from lineup_plugin.runtime.hermes.approval import racing
 
-    approve = racing(card, cli, cli.prompt)
+    approve = racing(card, cli, cli.prompt, only_way=only_way, tell=None if told is None else told.append)
     pool = concurrent.futures.ThreadPoolExecutor(1)
     asked = pool.submit(approve, "rm -rf /srv/old", "recursive delete", **flags)
     pool.shutdown(wait=False)
@@ -722,13 +728,56 @@ def test_a_cli_approval_answered_on_the_app_is_that_choice_for_hermes_and_closes
     assert [c["value"] for c in card.arguments["choices"]] == ["once", "session", "always", "deny"]
 
 
-def test_a_cli_approval_answered_in_the_terminal_withdraws_the_card() -> None:
+def test_a_cli_approval_answered_in_the_terminal_withdraws_the_card_saying_so() -> None:
     cli, card = PromptingCli(), CardOnApp()
     asked = raced(cli, card)
     card.shown.wait(30)
     cli.press("session")
     assert asked.result(30) == "session"
     assert card.withdrawn.wait(30)
+    assert card.reason == "answered in the terminal: Allow for this session"  # not "the agent was interrupted"
+
+
+def test_a_cli_approval_the_prompts_timeout_denied_withdraws_the_card_as_expired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lineup_plugin.runtime.hermes import approval
+
+    monkeypatch.setattr(approval, "approval_timeout", lambda: 0.0)  # the prompt's wait is already over
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card)
+    cli.press("deny")  # what Hermes' prompt answers at its timeout
+    assert asked.result(30) == "deny"
+    assert card.withdrawn.wait(30)
+    assert card.reason == "no answer before the deadline"
+
+
+def test_a_one_shot_chats_approval_that_gets_no_answer_on_the_app_is_denied_at_once() -> None:
+    # hermes chat -q: nobody can answer its prompt but the App (no App connected, the card expired)
+    cli, card, told = PromptingCli(), CardOnApp(), []
+    asked = raced(cli, card, only_way=True, told=told)
+    card.reply("failed", message="no LineUp App is connected", error="no_app")
+    assert asked.result(30) == "deny"
+    assert cli._approval_state is None
+    # the person at the terminal was told where to answer, once: its prompt shows nothing there
+    assert told == ["📱 LineUp: approve or deny on the App: rm -rf /srv/old (no answer: denied)"]
+
+
+def test_an_interactive_cli_approval_says_nothing_more_on_the_terminal_its_panel_asks() -> None:
+    cli, card, told = PromptingCli(), CardOnApp(), []
+    asked = raced(cli, card, told=told)
+    card.reply("completed", approved=True, choice="once")
+    assert asked.result(30) == "once" and told == []
+
+
+def test_an_interactive_cli_approval_that_gets_no_answer_on_the_app_still_waits_for_the_terminal() -> None:
+    cli, card = PromptingCli(), CardOnApp()
+    asked = raced(cli, card)
+    card.reply("expired", message="no answer before the deadline")
+    card.done.wait(30)
+    assert not asked.done()  # the terminal's prompt is still open
+    cli.press("once")
+    assert asked.result(30) == "once"
 
 
 def test_an_app_answer_after_the_terminal_answered_is_not_taken_by_the_next_prompt() -> None:

@@ -34,6 +34,14 @@ RELIES_ON: dict[str, list[str]] = {
         "cli::result = response_queue.get(timeout=1)",
     ],
     "approval_pending": ["tools.approval:has_blocking_approval"],
+    "approving_cli": [
+        "tools.terminal_tool:_get_approval_callback",
+        "cli:HermesCLI._approval_callback",
+        # hermes chat -q: _init_agent registers the CLI's prompt for the thread that runs -Q's agent;
+        # cli.chat() registers it again for the worker thread of its turn
+        "hermes_cli.cli_agent_setup_mixin::self._install_tool_callbacks()",
+        "cli::set_approval_callback(self._approval_callback)",
+    ],
     "cache_media": [
         "gateway.platforms.base:cache_media_bytes(filename)",
         "gateway.platforms.base:cache_media_bytes(mime_type)",

@@ -84,6 +84,31 @@ async def test_interrupt_cancels_the_call_on_every_device_and_returns_cancelled(
     assert beats
 
 
+class Withdrawn(threading.Event):
+    """An interrupt check that says why (as the CLI's approval prompt answered at the keyboard does)."""
+
+    reason = "answered in the terminal: Allow once"
+
+    def __call__(self) -> bool:
+        return self.is_set()
+
+
+async def test_an_interrupt_that_says_why_tells_every_device_and_the_result_so(runner: Runner) -> None:
+    phone = await WsApp.connect(server_of(runner), "phone")
+    withdrawn = Withdrawn()
+    blocking = asyncio.create_task(
+        asyncio.to_thread(runner.call_blocking, "choice", CHOICE, is_interrupted=withdrawn, poll=0.02)
+    )
+    call = await phone.next_call()
+    withdrawn.set()
+    result = await blocking
+    assert (result.status, result.result["message"]) == ("cancelled", Withdrawn.reason)
+    cancel = (await phone.next("tool.cancel")).payload
+    assert isinstance(cancel, ToolCancel) and (cancel.call_id, cancel.reason) == (call.call_id, Withdrawn.reason)
+    assert cancel.outcome is not None and cancel.outcome.result == {"message": Withdrawn.reason}
+    await phone.close()
+
+
 def test_call_already_interrupted_sends_nothing(runner: Runner) -> None:
     result = runner.call_blocking("choice", CHOICE, is_interrupted=lambda: True)
     assert result.status == "cancelled"

@@ -17,7 +17,7 @@ import pytest
 from lineup_plugin import load_registry
 from lineup_plugin.config.settings import Settings
 from lineup_plugin.hub import failure
-from lineup_plugin.protocol.messages import AgentStatus, AgentStop, Text, ToolCancel, ToolList
+from lineup_plugin.protocol.messages import AgentStatus, AgentStop, FileStored, Text, ToolCancel, ToolList
 from lineup_plugin.protocol.tools import ToolDefinition
 from lineup_plugin.runtime import load_settings
 from lineup_plugin.runtime.lock import ServerLock
@@ -30,6 +30,7 @@ from lineup_plugin.runtime.service import (
 )
 from lineup_plugin.transports.direct.server import DirectServer
 from tests.runtime.fake_runtime import FakeRuntime
+from tests.test_media import PNG, upload
 from tests.wsapp import WsApp
 
 CHOICE = {"question": "Ship it?", "options": ["yes", "no"]}
@@ -171,6 +172,26 @@ async def test_app_text_goes_to_the_runtime_and_the_app_hears_when_nobody_takes_
         await app.close()
     assert runtime.messages == [("phone", "hello"), ("phone", "anyone?")]
     assert isinstance(refused, Text) and refused.text == NOT_TAKING_MESSAGES
+
+
+async def test_files_reach_the_runtime_in_the_conversation_they_were_sent_in_and_a_refusal_goes_there(
+    service: LineUpService, runtime: FakeRuntime
+) -> None:
+    app = await WsApp.connect(server_of(service), "phone")
+    try:
+        stored = await upload(app, PNG)
+        assert isinstance(stored, FileStored)
+        await app.send(Text(text="what is this?", attachments=[stored.file]), conversation_id="trip")
+        runtime.taking = False
+        await app.send(Text(text="and this?", attachments=[stored.file]), conversation_id="trip")
+        refused = await app.next("text")
+    finally:
+        await app.close()
+    assert [text.splitlines()[-1] for _, text in runtime.messages] == ["what is this?", "and this?"]
+    assert "saved at" in runtime.messages[0][1]  # the file named, for an agent with file tools
+    assert runtime.conversations == ["trip", "trip"]
+    assert isinstance(refused.payload, Text) and refused.payload.text == NOT_TAKING_MESSAGES
+    assert refused.conversation_id == "trip"
 
 
 async def test_the_stop_button_interrupts_the_run_then_closes_the_open_cards(

@@ -172,6 +172,17 @@ async def test_modules_that_do_not_bundle_are_served_one_by_one_and_say_why(
     assert len(told) == 1 and "dom.js" in told[0]  # once, naming the module
 
 
+def test_the_bundle_is_made_again_only_when_a_module_it_holds_changes(app_dir: Path) -> None:
+    files = AppFiles(app_dir)
+    first = files.bundle()
+    assert first is not None and files.bundle() is first  # the same sources: the bundle kept
+    (app_dir / "cards" / "card.js").write_text('export const card = () => "a new card";\n')
+    changed = files.bundle()
+    assert changed is not None and changed.etag != first.etag and b"a new card" in changed.body
+    (app_dir / "dom.js").unlink()  # a module gone: not the old bundle, and modules one by one
+    assert files.bundle() is None
+
+
 def test_the_packaged_app_bundles_without_the_relay_library() -> None:
     script = AppFiles(packaged_app()).bundle()
     assert script is not None, "the App's modules must keep to what transports/direct/modules.py understands"

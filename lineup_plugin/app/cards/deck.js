@@ -18,6 +18,8 @@ const MAX_OPEN_CALLS = 1000;
 const IDS_KEY = "lineup.device_ids";
 /** how many ids the agent gave this device (one per relay pairing) are kept */
 const MAX_IDS = 8;
+/** how many endings of calls not drawn yet are kept (an older page draws them) */
+const ENDINGS_KEPT = 1000;
 
 /** The ids other than its own that the agent welcomed this device as (kept in localStorage). */
 function knownIds() {
@@ -43,6 +45,8 @@ export class Deck {
     this.ownId = ownId ?? null;
     this.context = { boards, h };
     this.cards = new Map();
+    /** @type {Map<string, import("./outcome.js").Outcome>} how calls ended whose call entry is in an older page not shown yet */
+    this.endings = new Map();
     /** renderers plugins ship for their tools (refreshed on every welcome) */
     this.plugins = new PluginRenderers();
   }
@@ -117,10 +121,15 @@ export class Deck {
   /** A history call.end entry: how the call ended and on which device (`device_id`, `device_name`). */
   ended(entry) {
     const result = entry.result;
-    const card = this.cards.get(result?.call_id);
-    if (!card) return;
     const { status, result: answer } = result;
-    card.conclude({ status, result: answer, device_id: entry.device_id, device_name: entry.device_name }, this.own());
+    const outcome = { status, result: answer, device_id: entry.device_id, device_name: entry.device_name };
+    const card = this.cards.get(result?.call_id);
+    if (card) card.conclude(outcome, this.own());
+    else if (typeof result?.call_id === "string") {
+      // its call comes in an older page (the history comes newest page first): concluded when drawn
+      this.endings.set(result.call_id, outcome);
+      if (this.endings.size > ENDINGS_KEPT) this.endings.delete(this.endings.keys().next().value);
+    }
   }
 
   /** The ids the agent knows this surface by: its own, and those the agent's welcomes gave it (a relay pairing's). */
@@ -178,11 +187,17 @@ export class Deck {
       // it was shown once; how it ended follows
     }
     if (renderer.visible?.(request) ?? true) this.show(card.el);
+    const outcome = this.endings.get(callId);
+    if (outcome) {
+      this.endings.delete(callId);
+      card.conclude(outcome, this.own());
+    }
   }
 
   /** Forget every card (the agent's history starts over). */
   clear() {
     this.cards.clear();
+    this.endings.clear();
   }
 
   /**

@@ -41,7 +41,7 @@ export function deviceName(userAgent = globalThis.navigator?.userAgent ?? "") {
 
 /**
  * What a call's result says, for people: "Approved", "Allow for this session", "Chose: staging",
- * "Sent name: "Ada"", "Rejected", "Expired: no answer in time"...
+ * "Sent name: "Ada"", "Rejected", "Expired: no answer in time", "Answered in the terminal: Deny"...
  * @param {{status: string, result?: Record<string, any>}} result
  * @param {Record<string, any>} [args] the call's arguments (the labels of a confirm's choices)
  */
@@ -59,7 +59,10 @@ export function resultText(result, args = {}) {
       text = parts.length ? `Sent ${parts.join(", ")}` : "Sent";
     } else if ("value" in answer) text = `Result: ${answer.value}`;
   } else if (typeof answer.message === "string" && answer.message) {
-    text = `${text}: ${answer.message}`;
+    // a card withdrawn because the question was answered elsewhere ("answered in the terminal: Allow
+    // once", from the agent's own prompt) reads as that answer, not as "Cancelled"
+    const elsewhere = result.status === "cancelled" && answer.message.startsWith("answered ");
+    text = elsewhere ? answer.message[0].toUpperCase() + answer.message.slice(1) : `${text}: ${answer.message}`;
   }
   return text;
 }

@@ -160,6 +160,20 @@ def approval_choice(result: ToolResult, offered: list[str]) -> str | None:
     return "once" if approved else "deny"
 
 
+def answered_in_terminal(choice: str, arguments: dict[str, Any], *, timed_out: bool = False) -> str:
+    """Why an approval card is withdrawn once the terminal's prompt returned ``choice``, for its
+    devices: "answered in the terminal: Allow once"; the deadline's reason when the prompt's own
+    timeout answered (``timed_out``); "" when the prompt returned nothing."""
+    if timed_out:
+        from ...protocol.live import EXPIRED  # at run time: off the start path
+
+        return EXPIRED
+    if not choice:
+        return ""
+    labels = {str(c.get("value")): str(c.get("label")) for c in arguments.get("choices", ()) if isinstance(c, dict)}
+    return f"answered in the terminal: {labels.get(choice, choice)}"
+
+
 def clarify_timeout() -> float:
     """Hermes' ``agent.clarify_timeout`` (seconds), also the deadline of a clarify card."""
     try:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "answer_cli_approval",
     "approval_pending",
+    "approving_cli",
     "cache_media",
     "calling_agent",
     "clarify_pending",
@@ -438,6 +439,24 @@ def hook_cli_approval(cli: Any, wrap: Callable[[Callable[..., str]], Callable[..
         wrapped = current
     if _get_approval_callback() == original:
         set_approval_callback(wrapped)
+
+
+def approving_cli() -> Any:
+    """The CLI whose approval prompt is registered on this thread, or None: how a one-shot
+    ``hermes chat -q`` (which gives its plugins no CLI, ``_cli_ref`` staying None) is found.
+
+    Hermes' single-query path registers the CLI's own ``_approval_callback`` for its agent's
+    thread (``tools.terminal_tool.set_approval_callback``), as the interactive CLI does: this is
+    that bound method's ``HermesCLI`` (seen through LineUp's wrapper once it is hooked).
+    """
+    from tools.terminal_tool import _get_approval_callback
+
+    callback = _get_approval_callback()
+    callback = getattr(callback, "lineup_wraps", callback)
+    cli = getattr(callback, "__self__", None)
+    if getattr(callback, "__name__", "") != "_approval_callback" or type(cli).__name__ != "HermesCLI":
+        return None
+    return cli
 
 
 def answer_cli_approval(cli: Any, command: str, choice: str) -> bool:

@@ -31,7 +31,6 @@ import asyncio
 import concurrent.futures
 import logging
 import mimetypes
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -66,8 +65,6 @@ log = logging.getLogger(__name__)
 
 #: how long the gateway waits for a hand-off to the hub before it gives up
 SUBMIT_TIMEOUT = 15.0
-#: how many settled replies the adapter remembers, so settling one again with the same text sends nothing
-SETTLED_KEPT = 256
 
 _api = compat.platform_api()
 
@@ -88,8 +85,6 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         self.runtime = runtime
         self.svc = runtime.service
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: the text each recent reply was settled with (message id -> text), newest last
-        self._settled: OrderedDict[str, str] = OrderedDict()
         compat.stream_by_default(PLATFORM)
 
     @property
@@ -156,20 +151,12 @@ class LineUpAdapter(_api.BasePlatformAdapter):  # type: ignore[misc,name-defined
         if writing:
             text = content[: -len(cursor)].lstrip()
             return await self._to_hub(lambda hub: hub.stream_text(message_id, text, conversation_id=where), message_id)
+        # the stream consumer of a platform that needs a final edit settles a reply's last tick with
+        # finalize, then finalizes it again: the session sends nothing for the same text twice
         settled = content.strip()
-        if self._settled.get(message_id) == settled:
-            # the stream consumer of a platform that needs a final edit settles a reply's last tick
-            # with finalize, then finalizes it again: the App already has exactly this text
-            return _api.SendResult(success=True, message_id=message_id)
-        sent = await self._to_hub(
+        return await self._to_hub(
             lambda hub: hub.send_text(settled, message_id=message_id, conversation_id=where), message_id
         )
-        if getattr(sent, "success", False):
-            self._settled[message_id] = settled
-            self._settled.move_to_end(message_id)
-            while len(self._settled) > SETTLED_KEPT:
-                self._settled.popitem(last=False)
-        return sent
 
     async def _to_hub(self, func: Callable[[Hub], Awaitable[Any]], message_id: str) -> Any:
         """Run ``func(hub)`` on the server's loop and wait for it: the gateway's SendResult."""

@@ -30,10 +30,12 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import sys
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base import AgentRuntime, Conversation, ToolHandler
@@ -491,13 +493,15 @@ class HermesRuntime(AgentRuntime):
             while len(self._platforms) > APP_SESSIONS_KEPT:
                 self._platforms.popitem(last=False)
 
-    def deliver_files(self, text: str, files: list[StoredFile], *, sender: str) -> bool:
+    def deliver_files(
+        self, text: str, files: list[StoredFile], *, sender: str, conversation_id: str | None = None
+    ) -> bool:
         """Gateway: one message of the App user's session with the files as its media (images are
         image input). Elsewhere as the base class does: a line per file, naming where it is kept."""
         adapter = self.gateway.adapter
         if adapter is not None:
-            return bool(adapter.deliver_text(text, sender, files))
-        return super().deliver_files(text, files, sender=sender)
+            return bool(adapter.deliver_text(text, sender, files, conversation_id))
+        return super().deliver_files(text, files, sender=sender, conversation_id=conversation_id)
 
     def join_cli_session(self) -> None:
         """The App takes part in the interactive CLI's current session (App text, ``/lineup``)."""
@@ -558,19 +562,27 @@ class HermesRuntime(AgentRuntime):
         self.attached.detach(agent)
 
     def hook_cli_approval(self) -> None:
-        """Interactive CLI: its dangerous-command approvals are also App cards, racing the terminal
-        prompt (see :mod:`.approval`). Does nothing in any other process; cheap to call again."""
-        cli = compat.cli_of(self.ctx)
-        if cli is None:
-            return
+        """The CLI's dangerous-command approvals are also App cards, racing its prompt (see
+        :mod:`.approval`): the interactive CLI's, and a one-shot ``hermes chat -q``'s (where the
+        card is the only way to answer). Does nothing in any other process; cheap to call again."""
         try:
-            compat.hook_cli_approval(cli, lambda prompt: racing(self.ask_cli, cli, prompt))
+            cli, only_way = compat.cli_of(self.ctx), False
+            if cli is None:
+                cli, only_way = compat.approving_cli(), True
+            if cli is None:
+                return
+            tell = partial(print, file=sys.stderr) if sys.stderr.isatty() and self.may_print() else None
+            compat.hook_cli_approval(
+                cli, lambda prompt: racing(partial(self.ask_cli, cli=cli), cli, prompt, only_way=only_way, tell=tell)
+            )
         except Exception:  # Hermes moved its prompt: the terminal still asks, as before
             log.warning("lineup: cannot show the CLI's approvals on the App", exc_info=True)
 
-    def ask_cli(self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool]) -> ToolResult:
-        """A ``confirm`` card in the interactive CLI's conversation (from any thread); its terminal result."""
-        asking = _ASKING.set((self.cli.session_id(), ""))
+    def ask_cli(
+        self, arguments: dict[str, Any], *, deadline: float, is_interrupted: Callable[[], bool], cli: Any
+    ) -> ToolResult:
+        """A ``confirm`` card in the conversation of ``cli``'s session (from any thread); its terminal result."""
+        asking = _ASKING.set((compat.cli_session_id(cli), ""))
         try:
             return self.service.bridge.call_tool(
                 "confirm", arguments, label="waiting for the user to approve a command", deadline=deadline,

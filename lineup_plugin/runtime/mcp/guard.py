@@ -10,6 +10,11 @@ request, as the direct server does (:mod:`lineup_plugin.transports.direct.auth`)
 - ``Origin``, when a browser sends one, must be this server (the ``Host``), a page served on
   loopback (local software, which can reach the port anyway), or listed in ``allowed_origins``
   (else 403).
+
+A WebSocket handshake is held to the same rules (a browser sends ``Origin`` on every one): it is
+refused with the same status and words where the server can send a response to a handshake (the
+ASGI ``websocket.http.response`` extension), else closed with 1008 before it is accepted (an
+HTTP 403).
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from ...transports.direct.auth import LOOPBACK_NAMES, host_allowed, local_names, origin_allowed, printable
 
 log = logging.getLogger(__name__)
+
+#: the close code of a WebSocket refused for its Host or Origin (policy violation)
+WS_POLICY_VIOLATION = 1008
 
 
 def loopback_origin(origin: str) -> bool:
@@ -49,7 +58,8 @@ def loopback_origin(origin: str) -> bool:
 
 
 class HostOriginGuard:
-    """ASGI middleware: refuses requests whose ``Host`` or ``Origin`` break the rules above."""
+    """ASGI middleware: refuses requests and WebSocket handshakes whose ``Host`` or ``Origin`` break the rules
+    above."""
 
     def __init__(self, app: ASGIApp, *, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()) -> None:
         self.app = app
@@ -57,8 +67,8 @@ class HostOriginGuard:
         self.allowed_origins = tuple(allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve the request, or answer 400/421/403 without passing it on."""
-        if scope["type"] != "http":
+        """Serve the request or handshake, or answer 400/421/403 without passing it on."""
+        if scope["type"] not in ("http", "websocket"):  # lifespan: no headers to judge
             await self.app(scope, receive, send)
             return
         refusal = self.refusal(Headers(scope=scope))
@@ -66,7 +76,10 @@ class HostOriginGuard:
             await self.app(scope, receive, send)
             return
         status, text = refusal
-        await PlainTextResponse(text, status_code=status)(scope, receive, send)
+        if scope["type"] == "http" or "websocket.http.response" in scope.get("extensions", {}):
+            await PlainTextResponse(text, status_code=status)(scope, receive, send)
+        else:
+            await WebSocketClose(WS_POLICY_VIOLATION)(scope, receive, send)
 
     def refusal(self, headers: Headers) -> tuple[int, str] | None:
         """Why a request with these headers is refused (status, text), or None if it may be served."""

@@ -53,8 +53,6 @@ def tool_of(uri: str) -> str | None:
     return uri[len(URI_PREFIX) :] if uri.startswith(URI_PREFIX) and len(uri) > len(URI_PREFIX) else None
 
 
-
-
 def card_page(tool: str, *, label: str, renderer: Renderer | None = None, app: Traversable | None = None) -> str:
     """The card page of ``tool`` (``label`` names it for people), with its plugin's ``renderer`` if any."""
     root = app if app is not None else packaged_app()

@@ -158,13 +158,15 @@ class AppFiles:
     """The App's files as the direct server sends them: bundled, compressed, validated, cached.
 
     ``root`` is the App's directory. Files are read on each request (a changed App is served
-    at once); what costs time — compressing, bundling — is kept per content.
+    at once); what costs time is kept per content: the gzip of a body by its ETag, the bundle
+    with the module sources it was made from (while every one reads the same, it is the same).
     """
 
     def __init__(self, root: Traversable) -> None:
         self.root = root
         self._gzip: OrderedDict[str, bytes] = OrderedDict()
         self._told: set[str] = set()
+        self._bundled: tuple[dict[str, str], Asset] | None = None
 
     def serve(self, request: Request) -> Response:
         """The answer to ``GET`` of ``request.path``: the file (maybe 304, maybe gzip) or 404."""
@@ -212,6 +214,14 @@ class AppFiles:
 
         if find_file(self.root, "/" + ENTRY) is None:
             return None
+        if self._bundled is not None:
+            made_from, made = self._bundled
+            try:
+                if all(read(path) == text for path, text in made_from.items()):
+                    return made  # the same sources make the same bundle
+            except (RendererError, UnicodeDecodeError, OSError):
+                pass  # a module went or changed: bundle again, and say why if it fails
+            sources.clear()
         try:
             text = bundle(read, ENTRY)
         except (RendererError, UnicodeDecodeError, OSError) as exc:
@@ -220,7 +230,9 @@ class AppFiles:
                 log.warning("the App is served module by module (slower): its modules do not bundle: %s", exc)
             return None
         body = f"// The LineUp App's modules joined into one script ({ENTRY} and its imports).\n{lean(text)}".encode()
-        return Asset(body, content_type(BUNDLE_PATH), etag_of(body))
+        asset = Asset(body, content_type(BUNDLE_PATH), etag_of(body))
+        self._bundled = (dict(sources), asset)
+        return asset
 
     def index_page(self, body: bytes, where: PurePosixPath) -> bytes:
         """``index.html`` with its files named by version (``?v=<hash>``) and the bundle for its entry."""

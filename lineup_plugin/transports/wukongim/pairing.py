@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import time
 from collections import deque
@@ -30,7 +29,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from lineup_plugin.errors import ConfigError, RelayError, RelayProtocolError
-from lineup_plugin.private import private_dir, private_file
+from lineup_plugin.private import write_private
 
 from .e2e import AgentKey, Channel, b64url, from_b64url
 
@@ -125,13 +124,7 @@ class Pairings:
 
     def save(self, state: PairingState) -> None:
         """Write ``state`` whole (a temporary file renamed over the old one), mode 0600."""
-        private_dir(self.path.parent)
-        tmp = self.path.with_suffix(".tmp")
-        with os.fdopen(private_file(tmp), "w") as out:
-            json.dump(state.as_json(), out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps(state.as_json(), indent=1).encode("utf-8"))
         self._stamp, self._state = self._file_stamp(), state
         self._channels.clear()
 
@@ -154,9 +147,7 @@ class Pairings:
             self._paired_at.popleft()
         if len(self._paired_at) >= PAIR_RATE:
             wait = self._paired_at[0] + PAIR_WINDOW - now
-            raise RelayError(
-                f"too many new pairings: at most {PAIR_RATE} devices a minute; try again in {wait:.0f} s"
-            )
+            raise RelayError(f"too many new pairings: at most {PAIR_RATE} devices a minute; try again in {wait:.0f} s")
         self.keep_floors(now=True)  # the counters of the open channels first: saving drops the channels
         state = self.state or state
         if len(state.devices) >= MAX_DEVICES:

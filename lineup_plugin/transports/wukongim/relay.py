@@ -59,7 +59,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -502,17 +502,33 @@ class Relay:
 
     async def _fetch_unpushed(self) -> None:
         """Handle what the App user sent since the last check that never reached us (already seen: dropped)."""
-        while self._checked_seq is not None:
+        if self._checked_seq is None:
+            return
+
+        def checked(message_seq: int) -> None:
+            self._checked_seq = max(self._checked_seq or 0, message_seq)
+
+        def failed(exc: RelayError) -> None:
+            log.info("cannot look for messages WuKongIM did not push: %s", exc)
+
+        await self._pull(lambda: self._checked_seq or 0, checked, failed)
+
+    async def _pull(
+        self, after: Callable[[], int], seen: Callable[[int], None], failed: Callable[[RelayError], None]
+    ) -> None:
+        """Handle every message of the App's channel past ``after()``, page by page; ``seen`` notes each
+        one's seq (moving ``after``); ``failed`` says why the channel could not be read."""
+        while True:
+            start = after()
             try:
-                messages, more = await self._api.sync(self.options.uid, self.settings.app_uid, self._checked_seq + 1)
+                messages, more = await self._api.sync(self.options.uid, self.settings.app_uid, start + 1)
             except RelayError as exc:
-                log.info("cannot look for messages WuKongIM did not push: %s", exc)
+                failed(exc)
                 return
-            before = self._checked_seq
             for message in messages:
                 await self._on_message(message)
-                self._checked_seq = max(self._checked_seq, message.message_seq)
-            if not more or self._checked_seq == before:
+                seen(message.message_seq)
+            if not more or after() == start:
                 return
 
     def _saw(self, message_seq: int) -> None:
@@ -535,18 +551,11 @@ class Relay:
             await self.texts.recall(last)  # a LineUp App that spoke before the agent started
             self._last_seq = self._checked_seq = max((m.message_seq for m in last), default=0)
             return
-        while True:
-            try:
-                messages, more = await self._api.sync(self.options.uid, self.settings.app_uid, self._last_seq + 1)
-            except RelayError as exc:
-                log.warning("cannot catch up with messages sent while disconnected: %s", exc)
-                return
-            before = self._last_seq
-            for message in messages:
-                await self._on_message(message)
-                self._saw(message.message_seq)
-            if not more or self._last_seq == before:
-                return
+
+        def failed(exc: RelayError) -> None:
+            log.warning("cannot catch up with messages sent while disconnected: %s", exc)
+
+        await self._pull(lambda: self._last_seq or 0, self._saw, failed)
 
     async def attach(self, *, resync: bool = False, link: RelayLink | None = None) -> None:
         """Attach the App user (or one paired device, ``link``) to the hub: the IM login vouches for
