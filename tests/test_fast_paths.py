@@ -70,6 +70,7 @@ from lineup_plugin.protocol.messages import (
     FileStored,
     History,
     HistoryEntry,
+    HistoryOlder,
     MessageDelta,
     Payload,
     PushKeys,
@@ -649,6 +650,7 @@ PAYLOAD_OF: dict[type[Any], st.SearchStrategy[Any]] = {
         ),
         reset=st.booleans(),
     ),
+    HistoryOlder: st.builds(HistoryOlder, before=st.integers(1, 2**53 - 1), history_id=st.none() | IDS),
     PushSubscribe: st.builds(
         PushSubscribe,
         subscription=st.none()
