@@ -217,6 +217,7 @@ def test_every_tool_is_registered_in_the_lineup_toolset_with_a_bare_schema(runti
     assert set(entry["schema"]) == {"name", "description", "parameters"}
 
 
+@pytest.mark.usefixtures("impatient")
 def test_the_hermes_handler_takes_hermes_context_arguments_and_returns_json(runtime: HermesRuntime) -> None:
     runtime.service.bridge.sync()
     other = ServerLock(runtime.service.settings.data_dir)
@@ -352,6 +353,7 @@ def test_a_session_the_app_takes_no_part_in_is_never_mirrored_nor_shown(runtime:
     assert (feed.texts, feed.statuses) == ([], [])
 
 
+@pytest.mark.usefixtures("impatient")
 def test_a_session_that_called_a_lineup_tool_is_mirrored_and_shown(runtime: HermesRuntime) -> None:
     runtime.service.bridge.sync()
     feed = AppFeed(runtime)

@@ -312,6 +312,7 @@ def test_a_port_in_use_is_a_failed_result_with_the_reason_not_an_exception(
     assert not svc.serving and not svc.lock.held  # the next call tries again
 
 
+@pytest.mark.usefixtures("impatient")
 def test_not_owner_names_the_program_that_serves_the_app(service: LineUpService) -> None:
     other = ServerLock(service.settings.data_dir)
     assert other.acquire("gateway", command="hermes gateway run")
