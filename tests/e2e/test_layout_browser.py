@@ -95,12 +95,17 @@ async def test_touch_targets_are_at_least_44px(agent: Agent, browser: Browser, c
     await wait_for_card(page, "choice")
     await page.get_by_role("button", name="+ New").click()
     await page.get_by_role("group", name="Conversations").get_by_role("button", name="Main").click()
+    # measured once the cards have appeared (their entrance animation moves them), as laid out in
+    # whole CSS pixels (offsetWidth/Height: a sub-pixel layout of 43.98 px is a 44 px target)
     small = await page.evaluate(
-        """() => [...document.querySelectorAll('button, label.button, [role=button]')]
+        """async () => {
+          await Promise.all(document.getAnimations().map((animation) => animation.finished));
+          return [...document.querySelectorAll('button, label.button, [role=button]')]
             .filter((el) => el.offsetParent !== null && !el.closest('dialog:not([open])'))
-            .map((el) => [el.getAttribute('aria-label') || el.textContent.trim(), el.getBoundingClientRect()])
-            .filter(([, r]) => r.width < 44 || r.height < 44)
-            .map(([name, r]) => `${name}: ${Math.round(r.width)}x${Math.round(r.height)}`)"""
+            .map((el) => [el.getAttribute('aria-label') || el.textContent.trim(), el.offsetWidth, el.offsetHeight])
+            .filter(([, width, height]) => width < 44 || height < 44)
+            .map(([name, width, height]) => `${name}: ${width}x${height}`);
+        }"""
     )
     assert small == []
 

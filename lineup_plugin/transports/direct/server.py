@@ -97,6 +97,9 @@ TRY_AGAIN_LATER = 1013
 POLICY_VIOLATION = 1008
 GOING_AWAY = 1001
 
+#: bytes the socket's buffer may hold before writing waits (websockets' high-water mark, set by us:
+#: the one-write path reads it, and websockets names its own copy differently from version to version)
+WRITE_LIMIT = 2**15
 QUEUE_FULL = "send queue full: the App is not reading"
 FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
@@ -203,19 +206,22 @@ class DirectLink:
             return
         connection, queue = self.connection, self._queue
         transport = connection.transport
-        if connection.protocol.state is State.OPEN and not transport.is_closing():
-            protocol = connection.protocol
-            room = connection.write_limit[0] - transport.get_write_buffer_size()
-            while queue and room >= 0:
-                item = queue[0]
-                if not isinstance(item, str):
-                    break
-                queue.popleft()
-                protocol.send_text(item.encode())
-                room -= len(item)
-            frames = protocol.data_to_send()
-            if frames:
-                transport.write(b"".join(frames))
+        try:
+            if connection.protocol.state is State.OPEN and not transport.is_closing():
+                protocol = connection.protocol
+                room = WRITE_LIMIT - transport.get_write_buffer_size()
+                while queue and room >= 0:
+                    item = queue[0]
+                    if not isinstance(item, str):
+                        break
+                    queue.popleft()
+                    protocol.send_text(item.encode())
+                    room -= len(item)
+                frames = protocol.data_to_send()
+                if frames:
+                    transport.write(b"".join(frames))
+        except Exception:  # never strand the queue: the writer task sends what is left, message by message
+            log.exception("writing to %s in one go failed; the writer task takes over", self.name)
         if queue:  # a close next, the socket's buffer full or the connection closing: the writer task goes on
             self._slow = True
             self._wake.set()
@@ -397,6 +403,7 @@ class DirectServer:
                 ping_interval=self.options.heartbeat,
                 ping_timeout=self.options.heartbeat,
                 close_timeout=self.limits.close_timeout,
+                write_limit=WRITE_LIMIT,
                 ssl=tls,
             )
         except OSError as exc:
