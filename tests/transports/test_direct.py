@@ -370,22 +370,28 @@ async def test_slow_reader_overflows_its_queue_and_alone_is_closed(tmp_path: Pat
         await good.close()
 
 
+def socket_writes(server: DirectServer, device_id: str) -> list[bytes]:
+    """Every write the server makes to the socket of ``device_id``'s connection from now on."""
+    link = next(p.link for p in server.hub.peers if p.device_id == device_id)
+    transport = link.connection.transport  # type: ignore[attr-defined]
+    writes: list[bytes] = []
+    write = transport.write
+
+    def counted(data: bytes) -> None:
+        writes.append(data)
+        write(data)
+
+    transport.write = counted
+    return writes
+
+
 async def test_what_one_turn_of_the_loop_queues_leaves_in_one_write_each_message_its_own_frame(
     tmp_path: Path,
 ) -> None:
     async with running(tmp_path) as server:
         app = await WsApp.connect(server, "phone", compression=None)
         await app.next("agent.status")  # the end of the welcome
-        link = next(p.link for p in server.hub.peers if p.device_id == "phone")
-        transport = link.connection.transport  # type: ignore[attr-defined]
-        writes: list[bytes] = []
-        write = transport.write
-
-        def counted(data: bytes) -> None:
-            writes.append(data)
-            write(data)
-
-        transport.write = counted
+        writes = socket_writes(server, "phone")
         for index in range(3):  # no await yields between them: one turn of the loop
             await server.hub.send_text(f"line {index}")
         texts = [(await app.next("text")).payload.text for _ in range(3)]  # type: ignore[union-attr]
@@ -403,16 +409,7 @@ async def test_a_calls_verdict_and_the_callers_next_call_leave_in_one_write(tmp_
         hub = server.hub
         app = await WsApp.connect(server, "phone", compression=None)
         await app.next("agent.status")  # the end of the welcome
-        link = next(p.link for p in hub.peers if p.device_id == "phone")
-        transport = link.connection.transport  # type: ignore[attr-defined]
-        writes: list[bytes] = []
-        write = transport.write
-
-        def counted(data: bytes) -> None:
-            writes.append(data)
-            write(data)
-
-        transport.write = counted
+        writes = socket_writes(server, "phone")
 
         async def answer_two() -> None:
             for _ in range(2):
