@@ -71,6 +71,18 @@ async def test_the_header_is_one_row_on_a_phone(agent: Agent, browser: Browser, 
     assert box is not None and box["height"] <= 56, box
 
 
+async def test_with_large_text_the_header_wraps_rather_than_cut_the_agents_state(
+    agent: Agent, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    page = await open_chat(browser, agent, contexts, font_px=32)
+    await agent.hub.set_status("waiting_input")
+    await expect(page.locator("#agent-status")).to_have_text("Waiting for you")
+    cut = "(e) => e.scrollWidth > e.clientWidth"
+    assert not await page.locator("#agent-status").evaluate(cut)
+    assert not await page.locator(".title").evaluate(cut)
+    assert await no_sideways_scroll(page)
+
+
 @pytest.mark.parametrize("font_px", [16, 20, 32])
 async def test_the_page_follows_the_browsers_font_size(
     agent: Agent, browser: Browser, contexts: list[BrowserContext], font_px: int
