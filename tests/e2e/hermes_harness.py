@@ -48,6 +48,9 @@ model:
   supports_vision: true
 agent:
   clarify_timeout: 60
+  # the Python-toolchain line of the system prompt: pip and python3 subprocesses (about 1 s of every
+  # Hermes process's first turn) for a line the scripted model never reads
+  environment_probe: false
 approvals:
   mode: manual
   timeout: 30
