@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
+#: what the WuKongIM JS SDK logs as it sets the timer of its next login ("reconnecting")
+SDK_RELOGGING = "开始重连"
+#: how long that timer waits
+SDK_RELOGIN_MS = 3_000
+
 
 @pytest.fixture
 async def agent(tmp_path: Path) -> AsyncIterator[RelayAgent]:
@@ -77,6 +82,27 @@ async def on_relay(agent: RelayAgent, page: Page) -> None:
     await agent.close_direct()
     await expect(page.locator("#path")).to_have_text("Relay")
     await expect(page.locator("#link")).to_have_text("Connected")
+
+
+class Logins:
+    """The relay SDK's next logins after a drop, started at once instead of 3 s later.
+
+    The WuKongIM SDK waits :data:`SDK_RELOGIN_MS` before each new login, on a ``setTimeout`` that it
+    announces on the console just before it sets it (:data:`SDK_RELOGGING`). The page's clock must
+    be installed before the App is opened (``context.clock.install()``: every timer of the page on
+    it, still running at the real pace); :meth:`start_next` waits for that announcement, so the
+    timer is set, and moves the clock over it.
+    """
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.scheduled: asyncio.Queue[None] = asyncio.Queue()
+        page.on("console", lambda message: self.scheduled.put_nowait(None) if message.text == SDK_RELOGGING else None)
+
+    async def start_next(self) -> None:
+        """Wait until the SDK has set its timer for the next login, then make that timer fire now."""
+        await asyncio.wait_for(self.scheduled.get(), 30)
+        await self.page.clock.fast_forward(SDK_RELOGIN_MS)
 
 
 def payloads(agent: RelayAgent) -> list[bytes]:
@@ -295,8 +321,10 @@ async def test_a_new_device_gets_a_long_history_a_page_at_a_time_over_the_relay(
 async def test_revoked_app_is_refused_with_a_clear_message(
     agent: RelayAgent, context: BrowserContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    await context.clock.install()  # the SDK's wait before it logs in again runs on a clock the test moves
     page = await paired_app(context, agent)
     await on_relay(agent, page)
+    logins = Logins(page)
     old_token = agent.pairings.state.app_token  # type: ignore[union-attr]
     for key, value in {
         "LINEUP_WUKONGIM_API_URL": agent.im.api_url,
@@ -308,6 +336,7 @@ async def test_revoked_app_is_refused_with_a_clear_message(
     assert await asyncio.to_thread(lineup, ["pair", "--revoke", "--data-dir", str(agent.settings.data_dir)]) == 0
     assert agent.im.tokens[(APP_UID, 1)] != old_token
     await agent.im.drop(APP_UID)  # the App logs in again with its old token: refused
+    await logins.start_next()
     await expect(page.locator(".msg-system", has_text="revoked")).to_be_visible(timeout=20_000)
     assert await page.evaluate("localStorage.getItem('lineup.pairing')") is None
 
@@ -411,13 +440,18 @@ async def test_a_login_the_server_keeps_refusing_in_silence_is_explained(
     agent: RelayAgent, context: BrowserContext
 ) -> None:
     # WuKongIM v2.2.5 answers a wrong token with no CONNACK and a close: the App cannot tell why
+    await context.clock.install()  # the SDK's wait before it logs in again runs on a clock the test moves
     page = await paired_app(context, agent)
     await on_relay(agent, page)
+    logins = Logins(page)
     agent.im.close_before_connack = 10_000
     await agent.im.drop(APP_UID)
+    for _ in range(3):  # the App says so at the third login refused in a row
+        await logins.start_next()
     await expect(page.locator(".msg-system", has_text="has not let this App log in")).to_be_visible(timeout=30_000)
     await expect(page.locator("#link")).to_have_text("Reconnecting…")
     agent.im.close_before_connack = 0
+    await logins.start_next()
     await expect(page.locator("#link")).to_have_text("Connected", timeout=20_000)
 
 
