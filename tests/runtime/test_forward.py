@@ -548,6 +548,7 @@ def test_a_data_dir_too_deep_for_a_socket_path_gets_a_private_one_elsewhere(tmp_
     assert path != forward.socket_path(tmp_path / "other")
 
 
+@pytest.mark.usefixtures("impatient")
 def test_when_the_serving_process_cannot_be_reached_the_call_fails_naming_it(tmp_path: Path, port: int) -> None:
     from lineup_plugin.runtime.lock import ServerLock
 

@@ -94,6 +94,7 @@ def test_settings_and_registry_given_as_functions_are_made_on_first_use(tmp_path
     assert {schema["name"] for schema in svc.function_schemas()} >= {"choice", "confirm"}  # the registry's, once loaded
 
 
+@pytest.mark.usefixtures("impatient")
 def test_a_call_in_a_process_that_does_not_own_the_server_fails_naming_the_owner(service: LineUpService) -> None:
     other = ServerLock(service.settings.data_dir)
     assert other.acquire("gateway")
