@@ -125,6 +125,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         "pip",
         "install",
         "-q",
+        "--no-compile",  # the modules a command imports are compiled then (most of Hermes' tree never is)
         "-c",
         constraints,
         f"{wheel}[hermes]",
