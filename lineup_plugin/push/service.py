@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..alarm import Alarm
 from ..errors import PushError
 from ..protocol.outputs import Batch, CardShown, CardWaiting, DevicesChanged, PushSubscribed
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
@@ -98,8 +99,7 @@ class PushService:
         self.on_subscriptions: Callable[[int], None] = lambda count: None
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Waiting] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        self._alarm = Alarm(self.clock, self._on_timer)
 
     @property
     def vapid(self) -> VapidKey:
@@ -281,17 +281,10 @@ class PushService:
         return True
 
     def _arm(self) -> None:
-        """One timer, at the plan's next decision; one armed for then or sooner is left alone."""
-        due = self.plan.due()
-        if due is None or (self._timer is not None and self._timer_at <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = due
-        self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self.clock()), self._on_timer)
+        """One timer, at the plan's next decision."""
+        self._alarm.arm(self.plan.due())
 
     def _on_timer(self) -> None:
-        self._timer = None
         try:
             self.tick()
         except Exception:  # a push must never take the hub down
@@ -300,9 +293,7 @@ class PushService:
 
     async def aclose(self, timeout: float = 2.0) -> None:
         """Stop the timer; let the pushes under way go for up to ``timeout`` seconds, then stop the sender."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._alarm.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.sender.idle(), timeout)
         await self.sender.aclose()
