@@ -332,10 +332,16 @@ class PushKeys(WireModel):
     auth: str = Field(max_length=100)
 
 
+#: the longest push endpoint address taken
+MAX_ENDPOINT = 2048
+
+
+# the shape only: lineup_plugin.push.message.Subscription.from_json reads every subscription (from the
+# wire or the agent's subscriptions file) with this model, then checks what it names
 class WebPushSubscription(WireModel):
     """A browser's push subscription, as ``PushSubscription.toJSON()`` writes it."""
 
-    endpoint: str = Field(min_length=1, max_length=2048)
+    endpoint: str = Field(min_length=1, max_length=MAX_ENDPOINT)
     expirationTime: float | None = None
     keys: PushKeys
 
