@@ -189,7 +189,7 @@ def test_the_bundle_is_made_again_only_when_a_module_it_holds_changes(app_dir: P
 
 def test_the_packaged_app_bundles_without_the_relay_library() -> None:
     script = AppFiles(packaged_app()).bundle()
-    assert script is not None, "the App's modules must keep to what transports/direct/modules.py understands"
+    assert script is not None, "the App's modules must keep to what transports/modules.py understands"
     text = script.body.decode()
     assert len(gzip.compress(script.body)) < 60_000
     assert '__lineup["relay.js"]' in text and 'import("./vendor/relay.js")' in text
@@ -197,7 +197,7 @@ def test_the_packaged_app_bundles_without_the_relay_library() -> None:
 
 
 def test_lean_leaves_out_what_only_people_read_and_nothing_that_runs() -> None:
-    from lineup_plugin.transports.direct.modules import lean
+    from lineup_plugin.transports.modules import lean
 
     script = (
         "// a comment\n"

@@ -8,7 +8,8 @@ Made for a phone on a slow network (:class:`AppFiles`):
 
 - **One script.** ``index.html`` is sent with its ``<script type="module" src="app.js">``
   pointing at :data:`BUNDLE_PATH`: the App's modules joined into one script
-  (:func:`~.modules.bundle`, comments left out: :func:`~.modules.lean`), one request instead
+  (:func:`~lineup_plugin.transports.modules.bundle`, comments left out:
+  :func:`~lineup_plugin.transports.modules.lean`), one request instead
   of one per module. The relay library
   (``vendor/relay.js``) is not in it: the App imports it only when it uses the relay. Should the
   modules not bundle, the page keeps ``app.js`` (the browser then fetches each module) and the
@@ -38,8 +39,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from websockets.http11 import Request, Response
 
 from ...errors import RendererError
+from ..app_files import SERVICE_WORKER
+from ..modules import script
 from .api import IMMUTABLE, NO_CACHE, response
-from .modules import bundle, lean
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +49,6 @@ log = logging.getLogger(__name__)
 BUNDLE_PATH = "/app.bundle.js"
 #: the App's entry module (what the bundle starts from, and what index.html names)
 ENTRY = "app.js"
-#: the App's service worker: always sent with the modules it imports joined in, since a service
-#: worker runs as a classic script (not every browser takes a module one)
-SERVICE_WORKER = "sw.js"
 #: how many compressed bodies are kept (one per file content: old ones go first)
 GZIP_CACHE = 64
 #: bodies smaller than this are sent as they are (compressing would gain nothing)
@@ -208,7 +207,7 @@ class AppFiles:
 
     def bundle(self, entry: str = ENTRY) -> Asset | None:
         """Module ``entry`` (the App's by default) joined with every module it imports into one script
-        (see :mod:`.modules`), or None if they do not bundle."""
+        (see :mod:`lineup_plugin.transports.modules`), or None if they do not bundle."""
         sources: dict[str, str] = {}
 
         def read(path: str) -> str:
@@ -230,13 +229,12 @@ class AppFiles:
                 pass  # a module went or changed: bundle again, and say why if it fails
             sources.clear()
         try:
-            text = bundle(read, entry)
+            body = script(read, entry).encode()
         except (RendererError, UnicodeDecodeError, OSError) as exc:
             if str(exc) not in self._told:
                 self._told.add(str(exc))
                 log.warning("the App's modules do not bundle (%s is served module by module): %s", entry, exc)
             return None
-        body = f"// The LineUp App's modules joined into one script ({entry} and its imports).\n{lean(text)}".encode()
         asset = Asset(body, content_type(entry), etag_of(body))
         self._bundled[entry] = (dict(sources), asset)
         return asset

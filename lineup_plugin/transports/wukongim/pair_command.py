@@ -22,8 +22,7 @@ import httpx
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.errors import ConfigError
 
-from ..app_files import packaged_app
-from ..direct.static import SERVICE_WORKER, AppFiles
+from ..app_files import SERVICE_WORKER, packaged_app, service_worker
 from .e2e import b64url
 from .pairing import Pairings
 from .relay import APP_DEVICE_FLAG, WuKongIMApi
@@ -110,7 +109,7 @@ def export_app(target: Path, source: Traversable | None = None) -> int:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigError(f"{target} exists and is not an empty directory")
     count = 0
-    worker = AppFiles(root).bundle(SERVICE_WORKER)
+    worker = service_worker(root)
 
     def copy(node: Traversable, into: Path) -> None:
         nonlocal count
@@ -121,7 +120,7 @@ def export_app(target: Path, source: Traversable | None = None) -> int:
             if child.is_dir():
                 copy(child, into / child.name)
             elif worker is not None and into == target and child.name == SERVICE_WORKER:
-                (into / child.name).write_bytes(worker.body)
+                (into / child.name).write_bytes(worker)
                 count += 1
             else:
                 with child.open("rb") as src, open(into / child.name, "wb") as dst:
