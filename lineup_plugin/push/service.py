@@ -129,14 +129,7 @@ class PushService:
                 log.info("push: device %s unsubscribed", device_id)
                 self.on_subscriptions(len(self.subscriptions))
             return
-        keys = subscription.get("keys")
-        endpoint = subscription.get("endpoint")
-        if not isinstance(endpoint, str) or not isinstance(keys, dict):
-            raise PushError("push subscription: expected {endpoint, keys: {p256dh, auth}}")
-        p256dh, auth = keys.get("p256dh"), keys.get("auth")
-        if not isinstance(p256dh, str) or not isinstance(auth, str):
-            raise PushError("push subscription: keys.p256dh and keys.auth must be strings")
-        checked = Subscription.checked(endpoint, p256dh, auth, self.services)
+        checked = Subscription.from_json(subscription, self.services)
         credential = self._credential(device_id)
         if credential is None:
             raise PushError("push subscription: this device is not admitted any more")
