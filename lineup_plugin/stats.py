@@ -12,7 +12,8 @@ tool's name as detail), ``call.delivered`` per device, the App's acks, and one t
   (p50/p95; for ``completed`` that is the user's answer time), and the **error rate**: the share
   of calls that ended ``failed`` or ``unsupported`` (the tool could not run — as opposed to the
   user's outcomes ``rejected``, ``expired``, ``cancelled``);
-- per device: calls delivered to it, and per status the calls it ended (its answers) with their times.
+- per device: calls delivered to it, and per status the calls it ended (its answers) with their times;
+  its name, as people call it ("Pixel 7 (Chrome)"), once it answered a call the store still keeps.
 
 A call still waiting counts as ``open``. Only what the store's retention keeps can be counted
 (the audit log keeps the last 200,000 records): :attr:`Stats.first_record_at` says from when.
@@ -139,6 +140,8 @@ class DeviceStats:
     device: str
     delivered: int = 0
     statuses: dict[str, Figures] = field(default_factory=dict)
+    #: the device's name (from the newest call it answered), None when not known
+    name: str | None = None
 
 
 @dataclass
@@ -171,6 +174,7 @@ class Stats:
             },
             "devices": {
                 name: {
+                    "name": device.name,
                     "delivered": device.delivered,
                     "statuses": {status: figures.as_json() for status, figures in sorted(device.statuses.items())},
                 }
@@ -187,6 +191,7 @@ class _Call:
     status: str = OPEN
     ended_at: float | None = None
     device: str | None = None
+    device_name: str | None = None
 
 
 def compute(records: Iterable[AuditRecord], *, since: float | None = None) -> Stats:
@@ -230,6 +235,7 @@ class Meter:
                 call.delivered.add(record.device_id)
             elif stage in TERMINAL and call.status == OPEN:
                 call.status, call.ended_at, call.device = stage, record.at, record.device_id
+                call.device_name = record.answered_name if record.device_id is not None else None
 
     def stats(self) -> Stats:
         """The figures of every record fed so far."""
@@ -245,6 +251,7 @@ class Meter:
             if call.device is not None:
                 device = stats.devices.setdefault(call.device, DeviceStats(call.device))
                 device.statuses.setdefault(call.status, Figures()).add(seconds)
+                device.name = call.device_name or device.name  # calls oldest first: the newest name wins
         return stats
 
 
@@ -276,9 +283,11 @@ def format_table(stats: Stats | dict[str, Any]) -> str:
     lines += ["", *_table(rows)]
     if data["devices"]:
         rows = [("DEVICE", "STATUS", "CALLS", "P50", "P95", "")]
-        for name, device in data["devices"].items():
-            rows.append((name, "(delivered)", str(device["delivered"]), "", "", ""))
-            rows += _status_rows(name, device["statuses"])
+        for device_id, device in data["devices"].items():
+            name = device.get("name")
+            label = f"{name} ({device_id})" if name else device_id
+            rows.append((label, "(delivered)", str(device["delivered"]), "", "", ""))
+            rows += _status_rows(label, device["statuses"])
         lines += ["", *_table(rows)]
     return "\n".join(lines)
 

@@ -892,7 +892,8 @@ class SQLiteStore(_OneChange):
 
 
 class AuditRecord(NamedTuple):
-    """One kept audit record about a call, with when it was written and the call's tool (if the store knows it)."""
+    """One kept audit record about a call, with when it was written, the call's tool and the name
+    of the device that answered it, as people call it (each when the store still knows the call)."""
 
     at: float
     event: str
@@ -900,16 +901,20 @@ class AuditRecord(NamedTuple):
     device_id: str | None
     detail: str
     tool: str | None
+    answered_name: str | None = None
 
 
-_READ_CALL_AUDIT = """
-SELECT a.at, a.event, a.call_id, a.device_id, a.detail, c.name FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
+#: a record's call's tool, and the name of the device that answered it (``answered`` is ``[id, name]``)
+_CALL_AUDIT_COLUMNS = """a.at, a.event, a.call_id, a.device_id, a.detail, c.name,
+CASE WHEN json_valid(c.answered) THEN json_extract(c.answered, '$[1]') END"""
+_READ_CALL_AUDIT = f"""
+SELECT {_CALL_AUDIT_COLUMNS} FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
 WHERE a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq
 """
 
 
-_READ_CALL_AUDIT_PAGE = """
-SELECT a.seq, a.at, a.event, a.call_id, a.device_id, a.detail, c.name
+_READ_CALL_AUDIT_PAGE = f"""
+SELECT a.seq, {_CALL_AUDIT_COLUMNS}
 FROM audit a LEFT JOIN calls c ON c.call_id = a.call_id
 WHERE a.seq > ? AND a.event LIKE 'call.%' AND a.at >= ? ORDER BY a.seq LIMIT ?
 """

@@ -50,8 +50,8 @@ const link = new Connection({ onState: noop, onMessage: noop, onProblem: noop, o
   onAuthFailed: noop, hello: () => ({}) });
 const seen = {};
 link.connect("192.168.1.20:9527", "token-a"); link.send("answer for A");
-link.connect("192.168.1.20:9527", "token-a"); seen.sameAgent = [...link.outbox];
-link.connect("192.168.1.30:9527", "token-b"); seen.otherAgent = [...link.outbox];
+link.connect("192.168.1.20:9527", "token-a"); seen.sameAgent = [...link.outbox.queued];
+link.connect("192.168.1.30:9527", "token-b"); seen.otherAgent = [...link.outbox.queued];
 console.log(JSON.stringify(seen));
 """
 

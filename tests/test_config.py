@@ -6,13 +6,26 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.config.settings import SCHEMA_MODULE, load_settings, render_settings_schema
+from lineup_plugin.config.settings import (
+    DEFAULT_PUSH_CONTACT,
+    PUSH_CONTACT,
+    SCHEMA_MODULE,
+    load_settings,
+    render_settings_schema,
+)
 from lineup_plugin.errors import ConfigError
 
 
 def test_defaults_are_direct_on_9527() -> None:
     settings = load_settings({}, {})
     assert (settings.port, settings.effective_mode, settings.token) == (9527, "direct", None)
+
+
+def test_the_default_push_contact_is_a_mailto_placeholder_at_a_domain_reserved_for_examples() -> None:
+    # a VAPID sub must be mailto: or https: (RFC 8292); the default named a package page that does not exist
+    contact = load_settings({}, {}).push_contact
+    assert contact == DEFAULT_PUSH_CONTACT == "mailto:lineup@example.org" and PUSH_CONTACT.match(contact)
+    assert load_settings({}, {"LINEUP_PUSH_CONTACT": "mailto:me@my.example"}).push_contact == "mailto:me@my.example"
 
 
 def test_environment_wins_over_the_file() -> None:

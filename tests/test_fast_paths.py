@@ -22,6 +22,8 @@ history entry: ``history.Record.json`` and  ``HistoryEntry`` validated from the 
 storable check: ``codec._storable``         ``codec._refuse`` (the walk that keeps    storable or not (the walk then
 (``check_storable`` without a path per      every value's path)                       names the place)
 value)
+timestamp: ``calls.format_timestamp`` (the  ``calls._format_slowly`` (``datetime``)    the same text, or the same
+second's text written once per second)                                                error (outside 1970–9999)
 seen check: ``SQLiteStore.was_seen`` (the   ``SELECT 1 FROM seen`` on the store's     seen or not, through inserts,
 ids it keeps in memory)                     file                                      repeats, pruning, failed
                                                                                       commits and reopening
@@ -749,6 +751,32 @@ SEEN_STEPS = st.lists(
     st.tuples(st.sampled_from(["batch", "failed", "reopen"]), st.lists(st.sampled_from(IDS_SEEN), max_size=6)),
     max_size=12,
 )
+
+
+def _written(format: Any, seconds: float) -> str:
+    try:
+        text: str = format(seconds)
+    except (ValueError, OverflowError, OSError) as exc:
+        return type(exc).__name__
+    return text
+
+
+@settings(EXAMPLES, max_examples=500)
+@given(
+    seconds=st.floats(-1e10, 3e11, allow_nan=False)
+    | st.integers(0, 2**35).map(lambda whole: whole + 0.9995)  # a millisecond's rounding edge
+    | st.integers(0, 2**35).map(lambda whole: math.nextafter(whole + 1.0, 0.0))  # just under the next second
+)
+@example(seconds=0.0)
+@example(seconds=-0.0005)
+@example(seconds=1796180538.9999995)
+@example(seconds=253402300799.9994)
+@example(seconds=253402300799.9999996)  # rounds into year 10000
+def test_the_timestamp_agrees_with_datetime(seconds: float) -> None:
+    from lineup_plugin.protocol.calls import _format_slowly, format_timestamp
+
+    assert _written(format_timestamp, seconds) == _written(_format_slowly, seconds)
+    assert _written(format_timestamp, seconds) == _written(_format_slowly, seconds)  # from its cache too
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

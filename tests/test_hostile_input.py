@@ -30,6 +30,7 @@ from lineup_plugin.protocol.messages import (
     ConversationUpdate,
     DeviceHello,
     Error,
+    Text,
     ToolCall,
     ToolCancel,
     ToolResult,
@@ -401,3 +402,53 @@ async def test_a_bad_conversation_update_is_refused_and_a_clean_one_still_works(
         await app.send(ConversationUpdate(title="Offsite"), conversation_id="app-1")
         await wait_until(lambda: [c.title for c in hub.session.history.conversations()] == ["Offsite"])
         await app.close()
+
+
+# --- 12. a free-text field of half a megabyte (each field an App sends has a length limit) -------------------
+
+LONG = "y" * 500_000
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda call_id: ToolCancel(call_id=call_id, reason="LONG"), "reason"),
+        (lambda call_id: AgentStop(reason="LONG"), "reason"),
+        (lambda call_id: ToolResult(call_id=call_id, name="LONG", result={"selected": "test", "index": 0}), "name"),
+        (lambda call_id: ToolResult(call_id=call_id, action="LONG", result={"selected": "test", "index": 0}), "action"),
+        (lambda call_id: ToolCall(call_id="app-call", name="choice", action="LONG"), "action"),
+        (lambda call_id: ToolCall(call_id="app-call", name="choice", risk="LONG"), "risk"),
+        (lambda call_id: Text(text="hello", reply_to="LONG"), "reply_to"),
+    ],
+    ids=["cancel-reason", "stop-reason", "result-name", "result-action", "call-action", "call-risk", "reply-to"],
+)
+async def test_a_half_megabyte_free_text_field_is_refused_naming_it_and_nothing_of_it_is_kept_or_told(
+    tmp_path: Path, make: Any, field: str
+) -> None:
+    stops: list[str] = []
+    with SQLiteStore(tmp_path / "lineup.sqlite3") as store:
+        hub = Hub(load_registry(load_entrypoints=False), store=store, on_stop=stops.append)
+        async with running(tmp_path, hub) as server:
+            phone = await WsApp.connect(server, "phone")
+            laptop = await WsApp.connect(server, "laptop")
+            asked = asyncio.create_task(hub.call("choice", CHOICE))
+            call = await phone.next_call()
+            assert (await laptop.next_call()).call_id == call.call_id
+            text = encode_from("phone", make(call.call_id))
+            await phone.ws.send(text.replace('"LONG"', json.dumps(LONG)))
+            error = (await asyncio.wait_for(phone.next("error"), GUARD)).payload
+            assert isinstance(error, Error) and error.code == "bad_message"
+            assert f"payload.{field}: string should have at most" in error.message and LONG[:100] not in error.message
+            await phone.answer(call, selected="test", index=0)  # the call went on as if nothing came
+            assert (await asyncio.wait_for(asked, GUARD)).status == "completed"
+            while (
+                message := codec.decode(told := await asyncio.wait_for(laptop.ws.recv(), GUARD))
+            ).kind != "tool.cancel":
+                assert LONG[:100] not in told
+            assert isinstance(message.payload, ToolCancel) and message.payload.reason == "answered on another device"
+            await phone.close()
+            await laptop.close()
+        assert stops == []
+        assert not any(LONG[:100] in str(row) for row in store.audit_log)
+    kept = b"".join(path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
+    assert LONG[:100].encode() not in kept

@@ -8,12 +8,13 @@ and under ``if TYPE_CHECKING:``. A lazy or typing-only import still ties a modul
 =====  ==================================================  =========================================
 layer  modules (under ``lineup_plugin/``)                  what they are
 =====  ==================================================  =========================================
-0      ``errors``, ``qr``, ``private``, ``lazy``           leaves: they import nothing of the package
-                                                           (``qr`` draws the connect link as a QR
+0      ``errors``, ``qr``, ``private``, ``lazy``,          leaves: they import nothing of the package
+       ``alarm``                                           (``qr`` draws the connect link as a QR
                                                            code for the top layers; ``private``
                                                            makes 0700 directories and 0600 files;
                                                            ``lazy`` loads a package's names on
-                                                           first use)
+                                                           first use; ``alarm`` is the one loop
+                                                           timer of the hub and the push service)
 1      ``protocol/``                                       the sans-I/O core: imports nothing of the
                                                            package but ``errors`` and ``lazy``
 2      ``tools/``, ``config/``, ``hookspecs``,             what a plugin author sees: the registry,
@@ -50,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 #: the layers, lowest first: each a tuple of the top-level parts of the package (a module, or a
 #: subpackage with everything in it); "" is the package's own ``__init__``
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "qr", "private", "lazy"),
+    ("errors", "qr", "private", "lazy", "alarm"),
     ("protocol",),
     ("tools", "config", "hookspecs", "plugins", "builtin_tools", "push"),
     ("store", "stats", "media", "uploads"),
@@ -66,6 +67,7 @@ ONLY: dict[str, tuple[str, ...]] = {
     "errors": (),
     "qr": (),
     "lazy": (),
+    "alarm": (),
     "protocol": ("errors", "lazy"),
 }
 

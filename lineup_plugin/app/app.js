@@ -141,10 +141,11 @@ function showEntry(entry, replay = false, older = false) {
   const counts = entry.event !== "text.in"; // what the user typed (on any of their devices) is read
   inConversation(conversation, () => {
     conversations.create(conversation);
+    conversations.dated(conversation, at);
     const files = Array.isArray(entry.attachments) ? entry.attachments : [];
     if (entry.event === "text.in" && typeof entry.text === "string") {
       if (!deliveries.taken(entry.ref)) feed.message("user", entry.text, files, { at });
-      conversations.guess(conversation, entry.text);
+      conversations.guess(conversation, entry.text, entry.seq);
     } else if (entry.event === "text.out" && typeof entry.text === "string") {
       const { text, message_id, interrupted } = entry;
       feed.agentText({ text, message_id, interrupted: Boolean(interrupted), attachments: files }, at);
@@ -233,6 +234,7 @@ function showHistory(history) {
     if (typeof info?.conversation_id !== "string") continue;
     const closed = typeof info.closed === "boolean" ? info.closed : null;
     conversations.update(info.conversation_id, { title: info.title, closed, seq: info.last_seq });
+    conversations.dated(info.conversation_id, info.updated_at);
   }
   const entries = Array.isArray(history.entries) ? history.entries : [];
   const older = () => entries.forEach((entry) => showEntry(entry, false, true));

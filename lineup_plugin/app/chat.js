@@ -4,7 +4,7 @@
 // messages, whether it has reached the agent. The feed follows new messages while the user is at
 // the bottom; scrolled up, it stays put and offers a jump to the newest.
 
-import { h } from "./dom.js";
+import { dateTime, h } from "./dom.js";
 import { attachmentList } from "./files.js";
 import { renderMarkdown } from "./markdown.js";
 
@@ -57,7 +57,7 @@ export function timeOf(at) {
   const today = new Date().toDateString() === when.toDateString();
   const shown = today
     ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-    : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+    : dateTime(when);
   return h("time", { datetime: when.toISOString(), title: when.toLocaleString() }, shown);
 }
 

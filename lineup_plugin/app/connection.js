@@ -5,6 +5,7 @@
 import { readEnvelope } from "./envelope.js";
 import { socketUrl } from "./credentials.js";
 import { StateMachine } from "./machine.js";
+import { Outbox } from "./outbox.js";
 
 export const AUTH_FAILED_CODE = 4401;
 const MAX_DELAY_MS = 10_000;
@@ -85,8 +86,8 @@ export class Connection {
     this.token = "";
     /** @type {WebSocket | null} */
     this.ws = null;
-    /** @type {string[]} envelopes (JSON) waiting for the next welcome */
-    this.outbox = [];
+    /** envelopes (JSON) waiting for the next welcome */
+    this.outbox = new Outbox();
     this.attempts = 0;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;
@@ -107,8 +108,7 @@ export class Connection {
    */
   connect(host, token) {
     this.disconnect();
-    // what was queued for another agent is not for this one (a typed message could be private)
-    if (this.host && (host !== this.host || token !== this.token)) this.outbox = [];
+    this.outbox.to(JSON.stringify([host, token]));
     Object.assign(this, { host, token, attempts: 0 });
     this.open("connecting");
   }
@@ -127,8 +127,8 @@ export class Connection {
    * @param {string} text
    */
   send(text) {
-    if (this.state === "ready" && this.ws?.readyState === WebSocket.OPEN) this.ws.send(text);
-    else this.outbox.push(text);
+    const ws = this.ws;
+    this.outbox.send(text, this.state === "ready" && ws?.readyState === WebSocket.OPEN, (text) => ws?.send(text));
   }
 
   /** Skip the backoff wait (the browser came back online, the page became visible, the user asked). */
@@ -188,7 +188,7 @@ export class Connection {
   welcome(ws) {
     this.attempts = 0;
     this.machine.go("ready");
-    for (const text of this.outbox.splice(0)) ws.send(text);
+    this.outbox.flush((text) => ws.send(text));
   }
 
   scheduleReconnect() {

@@ -4,7 +4,7 @@
 // across reloads: the newest seq read in each conversation is kept in localStorage), and the
 // current one renamed or closed from its options.
 
-import { h, uid } from "./dom.js";
+import { dateTime, h, uid } from "./dom.js";
 import { newId } from "./envelope.js";
 
 export const DEFAULT_CONVERSATION = "default";
@@ -21,7 +21,9 @@ export const MAX_TITLE = 200;
  * @typedef {object} Known
  * @property {string} id
  * @property {string | null} title given by the agent or the user
- * @property {string | null} guess the first message typed here, for a conversation the App started
+ * @property {string | null} guess the first message typed here, for a conversation without a title
+ * @property {number} guessSeq the history seq of that message (Infinity: typed here, not numbered yet)
+ * @property {number} since when the earliest entry known of it happened (ms since the epoch; 0: none known)
  * @property {HTMLButtonElement} button its tab
  * @property {number} unread
  * @property {number} latest the newest seq shown in it
@@ -90,7 +92,7 @@ export class Conversations {
     if (!known) {
       const button = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "conv-tab", "data-conversation": id }));
       button.addEventListener("click", () => this.select(id));
-      known = { id, title: null, guess: null, button, unread: 0, latest: 0, closed: false, closedAt: 0 };
+      known = { id, title: null, guess: null, guessSeq: Infinity, since: 0, button, unread: 0, latest: 0, closed: false, closedAt: 0 };
       this.known.set(id, known);
       this.tabs.append(button);
     }
@@ -100,7 +102,9 @@ export class Conversations {
   }
 
   /**
-   * The conversation's title: given, or its first user message, or a name made from its id.
+   * The conversation's title, for people: given (by the agent or the user), or its first user
+   * message, or when it began ("New conversation" for one the App started and nothing typed yet).
+   * Never its id: an agent's session ids mean nothing to the user.
    * @param {string} id
    */
   titleOf(id) {
@@ -108,20 +112,38 @@ export class Conversations {
     if (known?.title) return known.title;
     if (known?.guess) return known.guess;
     if (id === DEFAULT_CONVERSATION) return "Main";
-    return id.startsWith(NEW_PREFIX) ? "New conversation" : `Conversation ${id.slice(-6)}`;
+    if (id.startsWith(NEW_PREFIX)) return "New conversation";
+    return known?.since ? `Conversation of ${dateTime(new Date(known.since))}` : "Conversation";
   }
 
   /**
-   * The user's first message names an untitled conversation the App started.
+   * The user's first message in an untitled conversation names it: the one with the lowest history
+   * `seq` seen (older pages come later), or the one just typed while none is known.
    * @param {string} id
    * @param {string} text
+   * @param {number} [seq]
    */
-  guess(id, text) {
+  guess(id, text, seq = Infinity) {
     const known = this.known.get(id);
-    if (known && id.startsWith(NEW_PREFIX) && !known.title && !known.guess) {
-      known.guess = text.length > 40 ? `${text.slice(0, 39)}…` : text;
-      this.paint(known);
-    }
+    if (!known || id === DEFAULT_CONVERSATION || known.title || !text.trim()) return;
+    if (known.guess !== null && seq >= known.guessSeq) return;
+    known.guess = text.length > 40 ? `${text.slice(0, 39)}…` : text;
+    known.guessSeq = seq;
+    this.paint(known);
+  }
+
+  /**
+   * Something of conversation `id` happened `at` (an ISO timestamp): an untitled one is named after
+   * the earliest such time until a message names it.
+   * @param {string} id
+   * @param {unknown} at
+   */
+  dated(id, at) {
+    const known = this.known.get(id);
+    const when = typeof at === "string" ? Date.parse(at) : NaN;
+    if (!known || Number.isNaN(when) || (known.since && known.since <= when)) return;
+    known.since = when;
+    if (!known.title && !known.guess) this.paint(known);
   }
 
   /** @param {Known} known */

@@ -38,3 +38,12 @@ export function uid(prefix = "el") {
   counter += 1;
   return `${prefix}-${counter}`;
 }
+
+/**
+ * `when` with its date, short, in the user's locale (e.g. "Dec 2, 03:25 PM"): how the feed shows a
+ * time that is not today's.
+ * @param {Date} when
+ */
+export function dateTime(when) {
+  return when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}

@@ -9,11 +9,8 @@
 //   page itself (the agent does not push a card the App shows).
 // When the agent pushes but this browser cannot receive it, the App says why, once a session.
 
-const TITLES = {
-  choice: "The agent asks you to choose",
-  confirm: "The agent asks for your approval",
-  input: "The agent needs some details",
-};
+import { cardTitle } from "./titles.js";
+
 const TOLD_KEY = "lineup.push.told";
 
 /**
@@ -200,7 +197,7 @@ export class Notifier {
     if (!this.supported || document.visibilityState !== "hidden" || Notification.permission !== "granted") return;
     const args = call.arguments ?? {};
     const body = String(args.question ?? args.message ?? args.prompt ?? args.title ?? call.name ?? "").slice(0, 200);
-    const notification = new Notification(TITLES[call.name] ?? `The agent calls ${call.name}`, {
+    const notification = new Notification(cardTitle(call.name), {
       body,
       tag: call.call_id, // one notification per card, even when it is re-sent
       icon: "icon-192.png", // PNG, as the service worker's (sw.js): Android may draw no SVG there

@@ -6,6 +6,7 @@
 
 import { readEnvelope } from "./envelope.js";
 import { StateMachine } from "./machine.js";
+import { Outbox } from "./outbox.js";
 import { Sealer, relayLibrary } from "./e2e.js";
 
 const DEFAULT_CONTENT_TYPE = 9527;
@@ -99,8 +100,8 @@ export class RelayConnection {
     this.sealer = null;
     /** @type {any} */
     this.pairing = null;
-    /** @type {string[]} envelopes (JSON) waiting for the next welcome */
-    this.outbox = [];
+    /** envelopes (JSON) waiting for the next welcome */
+    this.outbox = new Outbox();
     this.failedLogins = 0;
     /** @type {StateMachine<RelayState>} */
     this.machine = new StateMachine("relay connection", MOVES, "stopped", (state) => this.cb.onState(SHOWN[state]));
@@ -117,8 +118,7 @@ export class RelayConnection {
    */
   connect(pairing) {
     this.disconnect();
-    // what was queued for another agent is not for this one (a typed message could be private)
-    if (this.pairing && (pairing?.agent !== this.pairing.agent || pairing?.uid !== this.pairing.uid)) this.outbox = [];
+    this.outbox.to(JSON.stringify([pairing?.agent, pairing?.uid]));
     this.pairing = pairing;
     this.machine.go("connecting");
     const attempt = (this.attempt = {});
@@ -166,8 +166,7 @@ export class RelayConnection {
    * @param {string} text
    */
   send(text) {
-    if (this.state === "ready") this.post(text);
-    else this.outbox.push(text);
+    this.outbox.send(text, this.state === "ready", (text) => this.post(text));
   }
 
   /** @param {string} text */
@@ -235,6 +234,6 @@ export class RelayConnection {
 
   welcome() {
     this.machine.go("ready");
-    for (const text of this.outbox.splice(0)) this.post(text);
+    this.outbox.flush((text) => this.post(text));
   }
 }

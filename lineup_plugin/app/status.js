@@ -17,9 +17,15 @@ const seconds = (value) => (value === null || value === undefined ? "–" : `${v
 const times = (one) => `${seconds(one.p50)} / ${seconds(one.p95)}`;
 const percent = (value) => `${(value * 100).toFixed(1)} %`;
 
-/** A device as people read it: this one, or its id shortened (the whole id on hover). */
-function device(id) {
+/**
+ * A device as people read it: this one, its name ("Pixel 7 (Chrome)", once it answered a call the
+ * agent keeps), else its id shortened; the whole id on hover.
+ * @param {string} id
+ * @param {string | null | undefined} name
+ */
+function device(id, name) {
   if (id === deviceId()) return h("span", { title: id }, "This device");
+  if (typeof name === "string" && name) return h("span", { title: id }, name);
   return h("span", { title: id }, id.length > 16 ? `${id.slice(0, 14)}…` : id);
 }
 
@@ -51,8 +57,8 @@ export function renderStats(data) {
   const devices = Object.entries(data.devices);
   if (devices.length) {
     parts.push(table("By device", ["Device", ...head], devices.flatMap(([id, one]) => [
-      [device(id), "delivered", String(one.delivered), ""],
-      ...statusRows(() => device(id), one.statuses),
+      [device(id, one.name), "cards received", String(one.delivered), ""],
+      ...statusRows(() => device(id, one.name), one.statuses),
     ])));
   }
   return parts;

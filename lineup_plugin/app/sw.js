@@ -7,12 +7,13 @@
 // A push's data is the agent's JSON notice, padded with spaces (which JSON ignores):
 //   {"v": 1, "kind": "card", "call_id", "tool"?, "text"?, "conversation_id"?}  (no tool/text: preview off)
 //   {"v": 1, "kind": "closed", "call_id"}
+//
+// A service worker runs as a classic script (not every browser takes a module one): the direct
+// server sends this file with the modules it imports joined in (see transports/direct/static.py),
+// and `lineup app export` writes it so.
 
-const TITLES = {
-  choice: "The agent asks you to choose",
-  confirm: "The agent asks for your approval",
-  input: "The agent needs some details",
-};
+import { cardTitle } from "./titles.js";
+
 /** the worker's global scope (the App's type check knows the page's, not a worker's) */
 const worker = /** @type {any} */ (self);
 const PRIVATE_TITLE = "A card is waiting";
@@ -47,7 +48,7 @@ async function closeCard(callId) {
 /** @param {any} data */
 async function showCard(data) {
   const preview = typeof data.tool === "string";
-  const title = preview ? (TITLES[data.tool] ?? `The agent calls ${data.tool}`) : PRIVATE_TITLE;
+  const title = preview ? cardTitle(data.tool) : PRIVATE_TITLE;
   const body = preview ? String(data.text ?? "").slice(0, 300) : PRIVATE_BODY;
   await worker.registration.showNotification(title, {
     body,

@@ -184,7 +184,7 @@ export class Transport {
   setPath(path) {
     if (path === this.path) return;
     const [from, to] = path === "relay" ? [this.direct, this.relay] : [this.relay, this.direct];
-    to.outbox.push(...from.outbox.splice(0)); // what the user did meanwhile goes by the new path
+    to.outbox.take(from.outbox); // what the user did meanwhile goes by the new path
     this.path = path;
     this.cb.onPath(path);
   }

@@ -150,8 +150,8 @@ SCHEMA: dict[str, Any] = {'additionalProperties': False,
                                                 '"A card is waiting"',
                                  'title': 'Push Preview',
                                  'type': 'boolean'},
-                'push_contact': {'default': 'https://pypi.org/project/lineup-plugin/',
-                                 'enum': ['https://pypi.org/project/lineup-plugin/']},
+                'push_contact': {'default': 'mailto:lineup@example.org',
+                                 'enum': ['mailto:lineup@example.org']},
                 'push_services': {'description': "the push services an App's subscription may name (a host, "
                                                  'or a domain whose hosts are all taken); add your own push '
                                                  'service here',

@@ -49,9 +49,11 @@ class WuKongIMSettings(BaseModel):
     )
 
 
-#: the VAPID contact when ``push_contact`` is not set: the package's page. Apple's push service refuses
-#: a contact at ``localhost``; set your own ``mailto:`` so a push service can reach you
-DEFAULT_PUSH_CONTACT = "https://pypi.org/project/lineup-plugin/"
+#: the VAPID contact when ``push_contact`` is not set: a placeholder at ``example.org`` (a domain reserved
+#: for examples, RFC 2606: it names nobody, and an address at it is never someone else's), in the
+#: ``mailto:`` form every push service takes (Apple's refuses one at ``localhost``). The package
+#: declares no web page of its own to point at; set your own address so a push service can reach you
+DEFAULT_PUSH_CONTACT = "mailto:lineup@example.org"
 PUSH_CONTACT = re.compile(r"^(mailto:[^@\s]+@[^@\s]+\.[^@\s]+|https://[^/\s]+\.[^/\s]+(/\S*)?)$")
 
 #: what the App may send unless ``file_types`` says otherwise: photos, PDFs and plain-text formats
@@ -168,7 +170,8 @@ class Settings(BaseModel):
     push_contact: str = Field(
         default=DEFAULT_PUSH_CONTACT,
         description="the contact a push service may reach you at (the VAPID sub): mailto:you@example.org or an "
-        "https:// address; Apple refuses one at localhost",
+        "https:// address; Apple refuses one at localhost. The default is an example address that reaches nobody: "
+        "set your own",
     )
     push_services: list[str] = Field(
         default_factory=lambda: list(PUSH_SERVICES),

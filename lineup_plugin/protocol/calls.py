@@ -14,6 +14,7 @@ invalid transition and raises :class:`~lineup_plugin.errors.CallStateError`.
 from __future__ import annotations
 
 import enum
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,8 +52,33 @@ def parse_timestamp(value: str) -> float:
 
 
 def format_timestamp(seconds: float) -> str:
-    """An ISO 8601 UTC timestamp for seconds since the epoch."""
+    """An ISO 8601 UTC timestamp for seconds since the epoch, to the millisecond.
+
+    The same text as ``datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")``
+    (:func:`_format_slowly`), which it stands in for: the date and time of the whole second are
+    written once per second, and only the milliseconds for each call.
+    """
+    whole = math.floor(seconds)
+    micros = round((seconds - whole) * 1_000_000)  # rounded half to even, as datetime rounds
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    if whole < 0 or whole > _LAST_SECOND:
+        return _format_slowly(seconds)
+    second = _second[0]  # read once: another thread may write it meanwhile
+    if second[0] != whole:
+        second = _second[0] = (whole, datetime.fromtimestamp(whole, UTC).isoformat()[:19])
+    return f"{second[1]}.{micros // 1000:03d}+00:00"
+
+
+def _format_slowly(seconds: float) -> str:
+    """:func:`format_timestamp` by ``datetime`` (its reference, and what it does outside 1970–9999)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+#: the last second of year 9999 (datetime's end)
+_LAST_SECOND = 253_402_300_799
+#: the whole second :func:`format_timestamp` wrote last, and its text up to the seconds
+_second: list[tuple[int, str]] = [(-1, "")]
 
 
 @dataclass

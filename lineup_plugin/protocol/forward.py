@@ -33,26 +33,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictFloat, StrictInt
 
 from ..errors import ProtocolError
-from .base import MAX_ERROR_CHARS, WireModel, validate
+from .base import WireModel, validate
 from .codec import check_storable
-from .messages import MAX_TEXT, AgentState, Origin, ToolResult
+from .messages import MAX_REASON as MAX_REASON  # a line's longest reason, detail or error text: the App wire's
+from .messages import MAX_TEXT, MAX_TITLE, AgentState, Identifier, Origin, Reason, ToolResult
 
 #: the longest line either side sends (bytes, the newline included)
 MAX_LINE = 1_048_576
-#: the longest free text a line carries besides a reply (a cancel's or interrupt's reason, a status's
-#: detail, an error's message), in characters: as long as an error text may be
-MAX_REASON = MAX_ERROR_CHARS
 #: the longest token a hello may carry (``forward.token`` holds 43 characters)
 MAX_TOKEN = 256
-
-_Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class ConversationRef(WireModel):
     """Which conversation (agent session) a line belongs to, and its title for the App."""
 
-    id: _Id
-    title: str | None = Field(default=None, max_length=200)
+    id: Identifier
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
 
 
 class Hello(WireModel):
@@ -67,8 +63,8 @@ class CallLine(WireModel):
     """Run this tool call in the serving process and answer its result; the call keeps its id."""
 
     op: Literal["call"] = "call"
-    call_id: _Id
-    name: _Id
+    call_id: Identifier
+    name: Identifier
     arguments: dict[str, Any] = Field(default_factory=dict)
     deadline: Annotated[StrictFloat | StrictInt, Field(ge=0)] | None = None
     origin: Origin | None = None
@@ -80,7 +76,7 @@ class StatusLine(WireModel):
 
     op: Literal["status"] = "status"
     state: AgentState
-    detail: str | None = Field(default=None, max_length=MAX_REASON)
+    detail: Reason | None = None
     conversation: ConversationRef | None = None
 
 
@@ -97,8 +93,8 @@ class CancelLine(WireModel):
     connection's call; ``reason`` is what the App shows, the agent's "interrupted" when left out)."""
 
     op: Literal["cancel"] = "cancel"
-    call_id: _Id | None = None
-    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    call_id: Identifier | None = None
+    reason: Reason | None = None
 
 
 class AnswerLine(WireModel):
@@ -120,14 +116,14 @@ class Interrupt(WireModel):
     """The user pressed stop in the App: interrupt the run too."""
 
     op: Literal["interrupt"] = "interrupt"
-    reason: str = Field(default="", max_length=MAX_REASON)
+    reason: Reason = ""
 
 
 class ErrorLine(WireModel):
     """Why the connection is refused; the server closes it next."""
 
     op: Literal["error"] = "error"
-    message: str = Field(max_length=MAX_REASON)
+    message: Reason
 
 
 Line = Hello | CallLine | StatusLine | TextLine | CancelLine | AnswerLine | ResultLine | Interrupt | ErrorLine

@@ -23,6 +23,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any, Generic
 
+from .base import bounded
 from .calls import Call, CallState, format_timestamp
 from .devices import Devices
 from .messages import CallOutcome, CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
@@ -81,7 +82,7 @@ def closed_reason(call: Call | None) -> str:
     if call is None:
         return "the agent no longer knows this call"
     message = call.result.result.get("message") if call.result is not None else None
-    return f"this call already ended ({call.state})" + (f": {message}" if isinstance(message, str) else "")
+    return bounded(f"this call already ended ({call.state})" + (f": {message}" if isinstance(message, str) else ""))
 
 
 class LiveCalls(Generic[L]):
@@ -254,9 +255,8 @@ class LiveCalls(Generic[L]):
         seq = self.timeline.record_end(call)
         # a device's or surface's answer is "answered elsewhere"; its cancel keeps its own reason
         answered = (by is not None or surface is not None) and call.state is not CallState.CANCELLED
-        notice = ToolCancel(
-            call_id=call.call_id, reason=ANSWERED_ELSEWHERE if answered else reason, outcome=outcome_of(call)
-        )
+        told = ANSWERED_ELSEWHERE if answered else reason and bounded(reason)  # an agent's reason may be long
+        notice = ToolCancel(call_id=call.call_id, reason=told, outcome=outcome_of(call))
         self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
         return True
 
@@ -310,7 +310,7 @@ class LiveCalls(Generic[L]):
         call.answered_by = call.answered_name = None
         self.out.ended(call)
         seq = self.timeline.record_end(call)
-        notice = ToolCancel(call_id=call.call_id, reason=message, outcome=outcome_of(call))
+        notice = ToolCancel(call_id=call.call_id, reason=bounded(message), outcome=outcome_of(call))
         self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
 
     def tick(self) -> int:

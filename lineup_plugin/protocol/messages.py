@@ -35,13 +35,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
-from .base import WireModel
+from .base import MAX_ERROR_CHARS, WireModel, bounded
 from .tools import ToolDefinition
 
 PROTOCOL_VERSION: Final = 1
 TYPE_PREFIX = "lineup.v1."
+#: the longest envelope ``type`` (``lineup.v1.`` and the longest kind are 24 characters)
+MAX_TYPE = 64
 
 CallStatus = Literal["completed", "rejected", "cancelled", "expired", "unsupported", "failed"]
 AgentState = Literal["idle", "thinking", "waiting_input", "running", "interrupted", "failed"]
@@ -58,6 +60,21 @@ def _iso_timestamp(value: str) -> str:
 
 Timestamp = Annotated[str, AfterValidator(_iso_timestamp)]
 Identifier = Annotated[str, Field(min_length=1, max_length=200)]
+#: the id of something else a message refers to (optional, so it may be empty): as long as an :data:`Identifier`
+Reference = Annotated[str, Field(max_length=200)]
+#: the longest label people read: a device's name, an App's version, a risk level, an origin
+MAX_LABEL = 120
+Label = Annotated[str, Field(max_length=MAX_LABEL)]
+#: the longest free text that says why or what: a cancel's or a stop's reason, a status's detail (in
+#: characters; as long as an error text may be)
+MAX_REASON = MAX_ERROR_CHARS
+Reason = Annotated[str, Field(max_length=MAX_REASON)]
+#: free text only the agent sends (a status's detail, an error's message): cut to :data:`MAX_REASON`
+#: characters (with an ellipsis) rather than refused, so a runtime's long error text, or one kept by an
+#: older version, never stops a message (an App's ``agent.status`` or ``error`` is refused as a kind)
+Told = Annotated[str, AfterValidator(bounded), WithJsonSchema({"type": "string", "maxLength": MAX_REASON})]
+#: the longest token a ``device.hello`` may carry
+MAX_TOKEN = 1024
 #: how many open cards a hello may list
 MAX_OPEN_CALLS = 1000
 #: the largest sequence number: the largest integer a JavaScript number holds exactly
@@ -102,13 +119,16 @@ class DeviceHello(WireModel):
     them, in pages marked ``older``; a new one (``last_seq`` 0, or ``reset``) gets only that page,
     marked ``earlier`` when older entries are kept, and asks for them with ``history.older``
     when the user scrolls up (see :class:`HistoryOlder`).
+
+    ``name`` is how people call the device; the agent keeps it on one line, cut to
+    :data:`~lineup_plugin.protocol.devices.MAX_NAME` characters.
     """
 
     device_id: Identifier | None = None
-    app_version: str | None = None
+    app_version: Reason | None = None
     protocol_version: int = PROTOCOL_VERSION
-    token: str | None = Field(default=None, repr=False)
-    name: str | None = None
+    token: str | None = Field(default=None, max_length=MAX_TOKEN, repr=False)
+    name: Reason | None = None
     open_calls: list[Identifier] = Field(default_factory=list, max_length=MAX_OPEN_CALLS)
     last_seq: Seq | None = None
     history_id: Identifier | None = None
@@ -145,7 +165,7 @@ class Origin(WireModel):
     ``cron``, ``subagent``, ``mcp``, ``process``) and a short label for people (e.g. the program)."""
 
     kind: OriginKind
-    label: str | None = Field(default=None, max_length=120)
+    label: Label | None = None
 
 
 class ToolCall(WireModel):
@@ -156,10 +176,10 @@ class ToolCall(WireModel):
 
     call_id: Identifier
     name: Identifier
-    action: str | None = None
+    action: Reference | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
     expires_at: Timestamp | None = None
-    risk: str | None = None
+    risk: Label | None = None
     origin: Origin | None = None
 
 
@@ -177,8 +197,8 @@ class ToolResult(WireModel):
     """
 
     call_id: Identifier
-    name: str | None = None
-    action: str | None = None
+    name: Reference | None = None
+    action: Reference | None = None
     status: CallStatus = "completed"
     result: dict[str, Any] = Field(default_factory=dict)
 
@@ -191,7 +211,7 @@ class CallOutcome(WireModel):
     status: CallStatus
     result: dict[str, Any] = Field(default_factory=dict)
     device_id: str | None = Field(default=None, max_length=256)
-    device_name: str | None = Field(default=None, max_length=120)
+    device_name: Label | None = None
 
 
 class ToolCancel(WireModel):
@@ -203,21 +223,21 @@ class ToolCancel(WireModel):
     """
 
     call_id: Identifier
-    reason: str | None = None
+    reason: Reason | None = None
     outcome: CallOutcome | None = None
 
 
 class AgentStatus(WireModel):
-    """What the agent is doing now."""
+    """What the agent is doing now (a longer ``detail`` is cut, with an ellipsis)."""
 
     state: AgentState
-    detail: str | None = None
+    detail: Told | None = None
 
 
 class AgentStop(WireModel):
     """The user pressed stop: end the agent's current run and cancel its pending calls."""
 
-    reason: str | None = None
+    reason: Reason | None = None
 
 
 class Attachment(WireModel):
@@ -246,7 +266,7 @@ class Text(WireModel):
     """
 
     text: str = Field(max_length=MAX_TEXT)
-    reply_to: str | None = None
+    reply_to: Reference | None = None
     message_id: Identifier | None = None
     attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
     interrupted: bool = False
@@ -295,13 +315,14 @@ class FileStored(WireModel):
 
 
 class Error(WireModel):
-    """A message was refused; ``ref`` is the id of the envelope it refers to, if any."""
+    """A message was refused; ``ref`` is the id of the envelope it refers to, if any (a longer
+    ``message`` is cut, with an ellipsis)."""
 
-    code: str
-    message: str
-    ref: str | None = None
-    call_id: str | None = None
-    upload_id: str | None = None
+    code: Label
+    message: Told
+    ref: Reference | None = None
+    call_id: Reference | None = None
+    upload_id: Reference | None = None
 
 
 class PushKeys(WireModel):
@@ -311,10 +332,16 @@ class PushKeys(WireModel):
     auth: str = Field(max_length=100)
 
 
+#: the longest push endpoint address taken
+MAX_ENDPOINT = 2048
+
+
+# the shape only: lineup_plugin.push.message.Subscription.from_json reads every subscription (from the
+# wire or the agent's subscriptions file) with this model, then checks what it names
 class WebPushSubscription(WireModel):
     """A browser's push subscription, as ``PushSubscription.toJSON()`` writes it."""
 
-    endpoint: str = Field(min_length=1, max_length=2048)
+    endpoint: str = Field(min_length=1, max_length=MAX_ENDPOINT)
     expirationTime: float | None = None
     keys: PushKeys
 
@@ -493,7 +520,7 @@ class EnvelopeHeader(WireModel):
 
     v: Literal[1]
     id: Identifier
-    type: str
+    type: Annotated[str, Field(max_length=MAX_TYPE)]
     conversation_id: Identifier
     sender: Actor
     target: Actor

@@ -1,7 +1,8 @@
 """One Web Push, sans I/O: what it says, how it is sealed, and what the push service's answer means.
 
 * :class:`Subscription` is what the App's ``PushSubscription.toJSON()`` holds: the push service's
-  endpoint and the browser's keys (``p256dh``, ``auth``), checked.
+  endpoint and the browser's keys (``p256dh``, ``auth``), read and checked by
+  :meth:`Subscription.from_json` alone.
 * :func:`card_notice` / :func:`closed_notice` are the plaintext: which card waits (the tool and its
   question; with ``preview`` off only the call id, and the App shows "A card is waiting"), or which
   card's notification to close. Padded with spaces to :data:`PADDED_SIZE` bytes, so every push —
@@ -32,7 +33,9 @@ from urllib.parse import urlsplit
 import http_ece
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ..errors import PushError, PushServiceNotAllowed
+from ..errors import ProtocolError, PushError, PushServiceNotAllowed
+from ..protocol.base import validate
+from ..protocol.messages import WebPushSubscription
 from .services import PUSH_SERVICES
 from .vapid import VapidKey, b64url
 
@@ -40,8 +43,6 @@ from .vapid import VapidKey, b64url
 PADDED_SIZE = 1024
 #: the longest question a push carries (it is cut, with an ellipsis, beyond)
 MAX_TEXT = 300
-#: the longest endpoint address taken
-MAX_ENDPOINT = 2048
 #: how long a push service keeps a close notice for a device that is offline (seconds)
 CLOSE_TTL = 24 * 3600
 #: the longest wait a ``Retry-After`` may ask for (seconds); a longer one is cut to this
@@ -81,15 +82,21 @@ class Subscription:
     auth: str
 
     @classmethod
-    def checked(cls, endpoint: str, p256dh: str, auth: str, services: Sequence[str] = PUSH_SERVICES) -> Subscription:
-        """The subscription, or PushError saying what is wrong.
+    def from_json(cls, data: Any, services: Sequence[str] = PUSH_SERVICES) -> Subscription:
+        """The subscription ``data`` holds (``PushSubscription.toJSON()``: an App's ``push.subscribe``, or
+        an entry of the subscriptions file), or PushError saying what is wrong. The one place that reads one.
 
-        The endpoint must be ``https://`` on one of ``services`` (so an App cannot make the agent
-        post to any address it likes; ``http://`` only on a loopback address listed there, for a
-        local push service); ``p256dh`` a P-256 point (65 bytes), ``auth`` 16 bytes.
+        Its shape is the wire's :class:`~lineup_plugin.protocol.messages.WebPushSubscription` (an
+        endpoint of at most :data:`~lineup_plugin.protocol.messages.MAX_ENDPOINT` characters, the
+        two keys as strings). The endpoint must be ``https://`` on one of ``services`` (so an App
+        cannot make the agent post to any address it likes; ``http://`` only on a loopback address
+        listed there, for a local push service); ``p256dh`` a P-256 point (65 bytes), ``auth`` 16 bytes.
         """
-        if len(endpoint) > MAX_ENDPOINT:
-            raise PushError(f"push subscription: the endpoint is longer than {MAX_ENDPOINT} characters")
+        try:
+            shape: WebPushSubscription = validate(WebPushSubscription, data)
+        except ProtocolError as exc:
+            raise PushError(f"push subscription: {exc}") from None
+        endpoint, p256dh, auth = shape.endpoint, shape.keys.p256dh, shape.keys.auth
         try:
             parts = urlsplit(endpoint)
             host = parts.hostname or ""

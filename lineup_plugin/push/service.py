@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..alarm import Alarm
 from ..errors import PushError
 from ..protocol.outputs import Batch, CardShown, CardWaiting, DevicesChanged, PushSubscribed
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
@@ -98,8 +99,7 @@ class PushService:
         self.on_subscriptions: Callable[[int], None] = lambda count: None
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Waiting] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        self._alarm = Alarm(self.clock, self._on_timer)
 
     @property
     def vapid(self) -> VapidKey:
@@ -129,14 +129,7 @@ class PushService:
                 log.info("push: device %s unsubscribed", device_id)
                 self.on_subscriptions(len(self.subscriptions))
             return
-        keys = subscription.get("keys")
-        endpoint = subscription.get("endpoint")
-        if not isinstance(endpoint, str) or not isinstance(keys, dict):
-            raise PushError("push subscription: expected {endpoint, keys: {p256dh, auth}}")
-        p256dh, auth = keys.get("p256dh"), keys.get("auth")
-        if not isinstance(p256dh, str) or not isinstance(auth, str):
-            raise PushError("push subscription: keys.p256dh and keys.auth must be strings")
-        checked = Subscription.checked(endpoint, p256dh, auth, self.services)
+        checked = Subscription.from_json(subscription, self.services)
         credential = self._credential(device_id)
         if credential is None:
             raise PushError("push subscription: this device is not admitted any more")
@@ -281,17 +274,10 @@ class PushService:
         return True
 
     def _arm(self) -> None:
-        """One timer, at the plan's next decision; one armed for then or sooner is left alone."""
-        due = self.plan.due()
-        if due is None or (self._timer is not None and self._timer_at <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = due
-        self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self.clock()), self._on_timer)
+        """One timer, at the plan's next decision."""
+        self._alarm.arm(self.plan.due())
 
     def _on_timer(self) -> None:
-        self._timer = None
         try:
             self.tick()
         except Exception:  # a push must never take the hub down
@@ -300,9 +286,7 @@ class PushService:
 
     async def aclose(self, timeout: float = 2.0) -> None:
         """Stop the timer; let the pushes under way go for up to ``timeout`` seconds, then stop the sender."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._alarm.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.sender.idle(), timeout)
         await self.sender.aclose()

@@ -53,10 +53,8 @@ class Entry:
     @classmethod
     def from_json(cls, data: Any, services: Sequence[str] = PUSH_SERVICES) -> Entry:
         """An entry of the file (at one of ``services``); PushError when it is not one."""
+        subscription = Subscription.from_json(data, services)
         try:
-            keys = data["keys"]
-            endpoint, p256dh, auth = str(data["endpoint"]), str(keys["p256dh"]), str(keys["auth"])
-            subscription = Subscription.checked(endpoint, p256dh, auth, services)
             devices = {str(k): str(v) for k, v in dict(data["devices"]).items()}
             return cls(subscription, devices, float(data["updated"]))
         except (KeyError, TypeError, ValueError) as exc:

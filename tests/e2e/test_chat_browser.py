@@ -293,8 +293,8 @@ async def test_retry_now_and_coming_back_to_the_page_reconnect_at_once(agent: Ag
     for how in ("the button", "the page shown again"):
         # the page's clock stops before the agent goes: no backoff timer fires from now on, so no
         # attempt of its own can be under way when the agent is back (the App waits for a nudge)
-        now = await page.evaluate("Date.now()")
-        await page.clock.pause_at(datetime.fromtimestamp(now / 1000, UTC))
+        now = await page.evaluate("Date.now()")  # a second ahead: by the time it stops, the page's clock has moved on
+        await page.clock.pause_at(datetime.fromtimestamp(now / 1000 + 1, UTC))  # (stopping in the past is refused)
         await agent.server.close()
         await expect(page.locator("#link")).to_have_text("Reconnecting…")
         await agent.restart_server()

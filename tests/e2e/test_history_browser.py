@@ -242,3 +242,28 @@ async def test_several_conversations_are_listed_and_switched(agent: Agent, open_
     await tabs.get_by_role("button", name="CLI: release notes").click()
     await expect(page.locator(".msg-agent:visible")).to_have_text(["Drafting the notes."])
     await expect(card(page, call_id)).to_contain_text("Chose: test")
+
+
+async def test_an_untitled_conversation_is_named_by_its_first_message_or_when_it_began_never_by_its_id(
+    agent: Agent, open_app: OpenApp
+) -> None:
+    await agent.hub.send_text("Nightly report ready.", conversation_id="cron-7f3a9c")  # a session with no title
+    page = await open_app()
+    tabs = page.get_by_role("group", name="Conversations")
+    began = re.compile(r"^Conversation of .*\d.* \(1 new\)$")  # the date and time of its first entry
+    await expect(tabs.get_by_role("button")).to_have_text(["Main", began])
+    assert "7f3a9c" not in await tabs.inner_text()
+
+    await tabs.get_by_role("button", name=re.compile("^Conversation of ")).click()
+    await typed(page, "what changed since yesterday?")
+    await expect(tabs.get_by_role("button", pressed=True)).to_have_text("what changed since yesterday?")
+    await typed(page, "and the day before?")  # a later message leaves the name as it is
+    await expect(page.locator(".msg-user:visible")).to_have_count(2)
+    await expect(tabs.get_by_role("button", pressed=True)).to_have_text("what changed since yesterday?")
+
+    # from the history after a reload: its first message still names it, until the agent titles it
+    await page.reload()
+    await expect(page.locator("#link")).to_have_text("Connected")
+    await expect(tabs.get_by_role("button", pressed=True)).to_have_text("what changed since yesterday?")
+    await agent.hub.name_conversation("cron-7f3a9c", "Nightly report")
+    await expect(tabs.get_by_role("button", pressed=True)).to_have_text("Nightly report")

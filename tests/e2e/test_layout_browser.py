@@ -75,12 +75,14 @@ async def test_with_large_text_the_header_wraps_rather_than_cut_the_agents_state
     agent: Agent, browser: Browser, contexts: list[BrowserContext]
 ) -> None:
     page = await open_chat(browser, agent, contexts, font_px=32)
-    await agent.hub.set_status("waiting_input")
-    await expect(page.locator("#agent-status")).to_have_text("Waiting for you")
     cut = "(e) => e.scrollWidth > e.clientWidth"
-    assert not await page.locator("#agent-status").evaluate(cut)
-    assert not await page.locator(".title").evaluate(cut)
-    assert await no_sideways_scroll(page)
+    # the longest state wraps the row; the shortest fits in it, next to "LineUp" whole (not "L…")
+    for state, text in [("waiting_input", "Waiting for you"), ("idle", "Idle")]:
+        await agent.hub.set_status(state)  # type: ignore[arg-type]
+        await expect(page.locator("#agent-status")).to_have_text(text)
+        assert not await page.locator("#agent-status").evaluate(cut), state
+        assert not await page.locator(".title").evaluate(cut), state
+        assert await no_sideways_scroll(page)
 
 
 @pytest.mark.parametrize("font_px", [16, 20, 32])

@@ -33,11 +33,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-#: what the WuKongIM JS SDK logs as it sets the timer of its next login ("reconnecting")
-SDK_RELOGGING = "开始重连"
-#: how long that timer waits
-SDK_RELOGIN_MS = 3_000
-
 
 @pytest.fixture
 async def agent(tmp_path: Path) -> AsyncIterator[RelayAgent]:
@@ -82,27 +77,6 @@ async def on_relay(agent: RelayAgent, page: Page) -> None:
     await agent.close_direct()
     await expect(page.locator("#path")).to_have_text("Relay")
     await expect(page.locator("#link")).to_have_text("Connected")
-
-
-class Logins:
-    """The relay SDK's next logins after a drop, started at once instead of 3 s later.
-
-    The WuKongIM SDK waits :data:`SDK_RELOGIN_MS` before each new login, on a ``setTimeout`` that it
-    announces on the console just before it sets it (:data:`SDK_RELOGGING`). The page's clock must
-    be installed before the App is opened (``context.clock.install()``: every timer of the page on
-    it, still running at the real pace); :meth:`start_next` waits for that announcement, so the
-    timer is set, and moves the clock over it.
-    """
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.scheduled: asyncio.Queue[None] = asyncio.Queue()
-        page.on("console", lambda message: self.scheduled.put_nowait(None) if message.text == SDK_RELOGGING else None)
-
-    async def start_next(self) -> None:
-        """Wait until the SDK has set its timer for the next login, then make that timer fire now."""
-        await asyncio.wait_for(self.scheduled.get(), 30)
-        await self.page.clock.fast_forward(SDK_RELOGIN_MS)
 
 
 def payloads(agent: RelayAgent) -> list[bytes]:
@@ -321,10 +295,9 @@ async def test_a_new_device_gets_a_long_history_a_page_at_a_time_over_the_relay(
 async def test_revoked_app_is_refused_with_a_clear_message(
     agent: RelayAgent, context: BrowserContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await context.clock.install()  # the SDK's wait before it logs in again runs on a clock the test moves
+    await context.clock.install()  # the SDK waits 3 s before it logs in again: the test moves the clock on
     page = await paired_app(context, agent)
     await on_relay(agent, page)
-    logins = Logins(page)
     old_token = agent.pairings.state.app_token  # type: ignore[union-attr]
     for key, value in {
         "LINEUP_WUKONGIM_API_URL": agent.im.api_url,
@@ -335,9 +308,10 @@ async def test_revoked_app_is_refused_with_a_clear_message(
         monkeypatch.setenv(key, value)
     assert await asyncio.to_thread(lineup, ["pair", "--revoke", "--data-dir", str(agent.settings.data_dir)]) == 0
     assert agent.im.tokens[(APP_UID, 1)] != old_token
+    refused = agent.im.connects
     await agent.im.drop(APP_UID)  # the App logs in again with its old token: refused
-    await logins.start_next()
-    await expect(page.locator(".msg-system", has_text="revoked")).to_be_visible(timeout=20_000)
+    await next_logins(agent, page, refused + 1)
+    await expect(page.locator(".msg-system", has_text="revoked")).to_be_visible()
     assert await page.evaluate("localStorage.getItem('lineup.pairing')") is None
 
 
@@ -440,19 +414,27 @@ async def test_a_login_the_server_keeps_refusing_in_silence_is_explained(
     agent: RelayAgent, context: BrowserContext
 ) -> None:
     # WuKongIM v2.2.5 answers a wrong token with no CONNACK and a close: the App cannot tell why
-    await context.clock.install()  # the SDK's wait before it logs in again runs on a clock the test moves
+    await context.clock.install()  # the SDK waits 3 s before each new login: the test moves the clock on
     page = await paired_app(context, agent)
     await on_relay(agent, page)
-    logins = Logins(page)
     agent.im.close_before_connack = 10_000
+    refused = agent.im.connects
     await agent.im.drop(APP_UID)
-    for _ in range(3):  # the App says so at the third login refused in a row
-        await logins.start_next()
-    await expect(page.locator(".msg-system", has_text="has not let this App log in")).to_be_visible(timeout=30_000)
+    await next_logins(agent, page, refused + 3)  # three closes in a row without a login are told
+    await expect(page.locator(".msg-system", has_text="has not let this App log in")).to_be_visible()
     await expect(page.locator("#link")).to_have_text("Reconnecting…")
     agent.im.close_before_connack = 0
-    await logins.start_next()
-    await expect(page.locator("#link")).to_have_text("Connected", timeout=20_000)
+    await next_logins(agent, page, agent.im.connects + 1)
+    await expect(page.locator("#link")).to_have_text("Connected")
+
+
+async def next_logins(agent: RelayAgent, page: Page, connects: int) -> None:
+    """Move the page's clock past the SDK's 3 s wait before each next login until the fake server has
+    seen ``connects`` logins in all; each is seen arrive before the clock moves again (a move made
+    before the SDK set its timer is lost: the page's clock, which keeps running, fires it 3 s later)."""
+    while (seen := agent.im.connects) < connects:
+        await page.clock.fast_forward(3_000)
+        await asyncio.wait_for(agent.im.wait_until(lambda seen=seen: agent.im.connects > seen), timeout=30)
 
 
 # -- files over the relay (inline, under the size limit) -------------------------------------------

@@ -54,13 +54,28 @@ async def test_the_status_view_shows_calls_times_and_error_rate_per_tool_and_dev
     await expect(errors.get_by_role("row", name="choice")).to_contain_text("0.0 %")
     devices = dialog.get_by_role("table", name="By device")
     mine = devices.get_by_role("row").filter(has=page.get_by_title(device_id))
-    await expect(mine.first).to_contain_text("This devicedelivered2")
-    await expect(mine).to_have_count(3)  # delivered, completed, rejected
+    await expect(mine.first).to_contain_text("This devicecards received2")
+    await expect(mine).to_have_count(3)  # cards received, completed, rejected
 
     await dialog.get_by_label("Period").select_option(label="Last hour")
     await expect(dialog.locator(".stats-summary")).to_contain_text("2 calls")
     await dialog.get_by_role("button", name="Close").click()
     await expect(dialog).to_be_hidden()
+
+
+async def test_another_device_reads_by_its_name_not_its_id(agent: Agent, open_app: OpenApp) -> None:
+    first = await open_app()
+    await answered_and_declined(agent, first)
+    device_id = await first.evaluate("localStorage.getItem('lineup.device_id')")
+    name = agent.hub.session.devices.name_of(device_id)
+    assert name and device_id not in name  # what the App said in its hello ("Linux PC (Chrome)"...)
+    second = await open_app()
+    await second.get_by_role("button", name="Tool usage").click()
+    devices = second.get_by_role("dialog", name="Tool usage").get_by_role("table", name="By device")
+    rows = devices.get_by_role("row").filter(has=second.get_by_title(device_id))
+    await expect(rows).to_have_count(3)
+    for index in range(3):
+        await expect(rows.nth(index).get_by_role("rowheader")).to_have_text(name)
 
 
 async def test_a_new_call_shows_after_refresh(agent: Agent, open_app: OpenApp) -> None:

@@ -11,10 +11,12 @@ import pytest
 
 from lineup_plugin.cli import main
 from lineup_plugin.errors import ConfigError, StoreBusyError
+from lineup_plugin.protocol.calls import Call
+from lineup_plugin.protocol.messages import ToolCall, ToolResult
 from lineup_plugin.stats import compute, format_table, parse_since
 from lineup_plugin.store import AuditRecord, SQLiteStore, read_call_audit
 
-from ..store_helpers import audit
+from ..store_helpers import audit, save_call
 from .conftest import Lineup, stdio_client
 from .test_mcp_stdio import CHOICE
 
@@ -64,11 +66,50 @@ def test_json_and_table_show_the_same_figures() -> None:
     assert data["calls"] == 5 and data["since"] == "1970-01-01T00:01:40+00:00"
     assert data["tools"]["choice"]["statuses"]["completed"] == {"count": 2, "p50": 2.0, "p95": 4.0}
     assert data["devices"]["tablet"] == {
+        "name": None,
         "delivered": 1,
         "statuses": {"completed": {"count": 1, "p50": 4.0, "p95": 4.0}},
     }
     rows = [line.split() for line in format_table(stats).splitlines()]
     assert ["choice", "completed", "2", "2.0s", "4.0s"] in rows and ["confirm", "(all)", "1", "100.0%"] in rows
+
+
+def test_a_device_is_named_as_people_call_it_once_it_answered() -> None:
+    named = [
+        *RECORDS,
+        AuditRecord(300.0, "call.created", "c6", None, "choice", "choice"),
+        AuditRecord(300.1, "call.delivered", "c6", "phone", "", "choice", "Pixel 7 (Chrome)"),
+        AuditRecord(301.0, "call.completed", "c6", "phone", "", "choice", "Pixel 7 (Chrome)"),
+    ]
+    stats = compute(named)
+    assert stats.devices["phone"].name == "Pixel 7 (Chrome)"
+    assert stats.devices["tablet"].name is None  # its one answer's call is no longer known by name
+    assert stats.as_json()["devices"]["phone"]["name"] == "Pixel 7 (Chrome)"
+    table = format_table(stats)
+    assert "Pixel 7 (Chrome) (phone)  (delivered)  4" in table and "\ntablet " in table
+
+
+def test_the_store_names_the_device_that_answered_each_call(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lineup.sqlite3")
+    call = Call(request=ToolCall(call_id="c1", name="choice"), conversation_id="default", created_at=100.0)
+    save_call(store, call)
+    audit(store, "call.created", call_id="c1", detail="choice")
+    audit(store, "call.delivered", call_id="c1", device_id="phone")
+    call.finish(ToolResult(call_id="c1", name="choice", status="completed", result={"selected": "a"}), now=101.0)
+    call.answered_by, call.answered_name = "phone", "Pixel 7 (Chrome)"
+    save_call(store, call)
+    audit(store, "call.completed", call_id="c1", device_id="phone")
+    audit(store, "call.created", call_id="c2", detail="confirm")  # a call the store does not keep
+    page, _ = store.call_audit_page()
+    store.close()
+    for records in (page, read_call_audit(tmp_path / "lineup.sqlite3")):
+        assert [(r.event, r.tool, r.answered_name) for r in records] == [
+            ("call.created", "choice", "Pixel 7 (Chrome)"),
+            ("call.delivered", "choice", "Pixel 7 (Chrome)"),
+            ("call.completed", "choice", "Pixel 7 (Chrome)"),
+            ("call.created", None, None),
+        ]
+        assert compute(records).devices["phone"].name == "Pixel 7 (Chrome)"
 
 
 def test_since_takes_durations_and_iso_times() -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lineup_plugin.errors import PushError, PushServiceNotAllowed
+from lineup_plugin.errors import ProtocolError, PushError, PushServiceNotAllowed
+from lineup_plugin.protocol.base import validate
+from lineup_plugin.protocol.messages import PushSubscribe
 from lineup_plugin.push import message
 from lineup_plugin.push.message import CLOSE_TTL, PADDED_SIZE, closes_allowed, topic
 from lineup_plugin.push.service import PushService, token_credential
@@ -328,14 +330,14 @@ async def test_the_timer_pushes_after_the_grace_on_its_own(tmp_path: Path, fake:
 @pytest.mark.parametrize(
     ("subscription", "why"),
     [
-        ({"endpoint": "http://push.example/x", "keys": {}}, "keys.p256dh and keys.auth must be strings"),
-        ({"keys": {"p256dh": "a", "auth": "b"}}, "expected {endpoint, keys"),
+        ({"endpoint": "http://push.example/x", "keys": {}}, "keys.p256dh: field required; keys.auth: field required"),
+        ({"keys": {"p256dh": "a", "auth": "b"}}, "push subscription: endpoint: field required"),
         ({"endpoint": "http://192.168.1.9/x", "keys": {"p256dh": "P", "auth": "A"}}, "must be an https:// address"),
         ({"endpoint": "ftp://push.example/x", "keys": {"p256dh": "P", "auth": "A"}}, "must be an https:// address"),
         ({"endpoint": "https://u:p@push.example/x", "keys": {"p256dh": "P", "auth": "A"}}, "must be https://host"),
-        ({"endpoint": "https://push.example/" + "x" * 3000, "keys": {"p256dh": "P", "auth": "A"}}, "longer than"),
+        ({"endpoint": "https://push.example/" + "x" * 3000, "keys": {"p256dh": "P", "auth": "A"}}, "at most 2048"),
         ({"endpoint": "https://push.example/x", "keys": {"p256dh": "!!", "auth": "A"}}, "p256dh is not base64url"),
-        ({"endpoint": "https://push.example/\ud800", "keys": {"p256dh": "P", "auth": "A"}}, "plain ASCII"),
+        ({"endpoint": "https://push.example/\ud800", "keys": {"p256dh": "P", "auth": "A"}}, "endpoint: input should"),
         ({"endpoint": "https://push.example/é", "keys": {"p256dh": "P", "auth": "A"}}, "plain ASCII"),
         ({"endpoint": "https://push.example/a b", "keys": {"p256dh": "P", "auth": "A"}}, "no blanks"),
         ({"endpoint": "https://push.example/x", "keys": {"p256dh": "AAAA", "auth": "A"}}, "p256dh must be 65 bytes"),
@@ -348,6 +350,21 @@ def test_a_bad_subscription_is_refused_saying_why(tmp_path: Path, subscription: 
         push.subscribe("phone", subscription)
     assert len(push.subscriptions) == 0
     assert not (tmp_path / FILE_NAME).exists()
+
+
+def test_the_wire_the_service_and_the_file_read_a_subscription_one_way(tmp_path: Path) -> None:
+    """One reader (``Subscription.from_json``, with the wire's model): a key that is not a string is
+    refused alike from a ``push.subscribe``, by the service, and in the file (which once took ``str(5)``)."""
+    bad = Subscriber("https://push.example/x").subscription()
+    bad["keys"]["p256dh"] = 5
+    why = "keys.p256dh: input should be a valid string"
+    with pytest.raises(ProtocolError, match=f"subscription.{why}"):
+        validate(PushSubscribe, {"subscription": bad})
+    with pytest.raises(PushError, match=f"push subscription: {why}"):
+        PushService(tmp_path, contact=CONTACT, services=SERVICES).subscribe("phone", bad)
+    (tmp_path / FILE_NAME).write_text(json.dumps({"v": 1, "subscriptions": [{**bad, "devices": {}, "updated": 1.0}]}))
+    assert len(PushService(tmp_path, contact=CONTACT, services=SERVICES).subscriptions) == 0
+    assert (tmp_path / f"{FILE_NAME}.damaged").exists()
 
 
 def test_a_bad_auth_secret_is_refused(tmp_path: Path) -> None:

@@ -6,14 +6,18 @@ Bytes and headers only (the time it saves on a phone network is measured by ``be
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from lineup_plugin.transports.app_files import packaged_app
 from lineup_plugin.transports.direct.static import BUNDLE_PATH, AppFiles, accepts_gzip, etag_of
+from lineup_plugin.transports.wukongim.pair_command import export_app
 
 from .test_direct import http_get, running
 
@@ -185,7 +189,7 @@ def test_the_bundle_is_made_again_only_when_a_module_it_holds_changes(app_dir: P
 
 def test_the_packaged_app_bundles_without_the_relay_library() -> None:
     script = AppFiles(packaged_app()).bundle()
-    assert script is not None, "the App's modules must keep to what transports/direct/modules.py understands"
+    assert script is not None, "the App's modules must keep to what transports/modules.py understands"
     text = script.body.decode()
     assert len(gzip.compress(script.body)) < 60_000
     assert '__lineup["relay.js"]' in text and 'import("./vendor/relay.js")' in text
@@ -193,7 +197,7 @@ def test_the_packaged_app_bundles_without_the_relay_library() -> None:
 
 
 def test_lean_leaves_out_what_only_people_read_and_nothing_that_runs() -> None:
-    from lineup_plugin.transports.direct.modules import lean
+    from lineup_plugin.transports.modules import lean
 
     script = (
         "// a comment\n"
@@ -218,3 +222,49 @@ def test_lean_leaves_out_what_only_people_read_and_nothing_that_runs() -> None:
         "return '//' + y;\n"
         "}\n"
     )
+
+
+SERVICE_WORKER_RUN = """
+const vm = await import("node:vm");
+const fs = await import("node:fs");
+const listeners = {};
+const shown = [];
+const self = {
+  addEventListener: (type, listener) => { listeners[type] = listener; },
+  registration: { showNotification: async (title, options) => { shown.push({ title, body: options.body }); } },
+  clients: {},
+};
+vm.runInNewContext(fs.readFileSync(process.argv[1], "utf8"), { self, console });  // a classic script
+const pushed = async (notice) => {
+  let done;
+  listeners.push({ data: { json: () => notice }, waitUntil: (promise) => { done = promise; } });
+  await done;
+};
+await pushed({ v: 1, kind: "card", call_id: "c1", tool: "choice", text: "Deploy where?" });
+await pushed({ v: 1, kind: "card", call_id: "c2", tool: "weather", text: "Which city?" });
+console.log(JSON.stringify(shown));
+"""
+
+
+@pytest.mark.node  # CI must run it (tests/ci_strict.py)
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_the_service_worker_is_one_classic_script_that_titles_a_card_as_the_page_does(tmp_path: Path) -> None:
+    """sw.js imports the titles notify.js uses (titles.js); a service worker runs as a classic script,
+    so it is sent, and exported, with its imports joined in."""
+    worker = AppFiles(packaged_app()).asset("/sw.js")
+    assert worker is not None and worker.content_type.startswith("text/javascript")
+    text = worker.body.decode()
+    assert '__lineup["titles.js"]' in text and not re.search(r"^\s*(import|export)\b", text, re.M)
+    assert export_app(tmp_path / "site") > 0 and (tmp_path / "site" / "sw.js").read_bytes() == worker.body
+    (tmp_path / "sw.js").write_bytes(worker.body)
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", SERVICE_WORKER_RUN, str(tmp_path / "sw.js")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [
+        {"title": "The agent asks you to choose", "body": "Deploy where?"},
+        {"title": "The agent calls weather", "body": "Which city?"},
+    ]

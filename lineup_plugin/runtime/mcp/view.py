@@ -5,7 +5,7 @@ It is built from the reference App's own files — ``style.css``, the card modul
 JSON-RPC bridge — so the host draws a card exactly as the App does, with no code written twice.
 A host renders the page in a sandboxed iframe from an inline document (no other file can be
 fetched), so the ES modules are joined into one inline script by
-:func:`~lineup_plugin.transports.direct.modules.bundle` (which states what it understands; a test
+:func:`~lineup_plugin.transports.modules.bundle` (which states what it understands; a test
 bundles every tool's page).
 
 A plugin's renderer for its tool (:mod:`lineup_plugin.tools.renderers`) is bundled in place of
@@ -23,7 +23,7 @@ from importlib.resources.abc import Traversable
 from ...errors import RendererError
 from ...tools.renderers import Renderer
 from ...transports.app_files import packaged_app
-from ...transports.direct.modules import bundle, imports_anything
+from ...transports.modules import bundle, imports_anything
 
 __all__ = ["APP_MIME_TYPE", "bundle", "card_page", "card_uri", "packaged_app", "tool_of"]
 

@@ -8,11 +8,13 @@ Made for a phone on a slow network (:class:`AppFiles`):
 
 - **One script.** ``index.html`` is sent with its ``<script type="module" src="app.js">``
   pointing at :data:`BUNDLE_PATH`: the App's modules joined into one script
-  (:func:`~.modules.bundle`, comments left out: :func:`~.modules.lean`), one request instead
+  (:func:`~lineup_plugin.transports.modules.bundle`, comments left out:
+  :func:`~lineup_plugin.transports.modules.lean`), one request instead
   of one per module. The relay library
   (``vendor/relay.js``) is not in it: the App imports it only when it uses the relay. Should the
   modules not bundle, the page keeps ``app.js`` (the browser then fetches each module) and the
-  reason is logged.
+  reason is logged. The service worker (:data:`SERVICE_WORKER`) is sent joined with the modules
+  it imports the same way, under its own name.
 - **Compressed.** Text files go gzip-compressed to a client that accepts it (compressed once per
   content and kept, :data:`GZIP_CACHE` of them).
 - **Cached.** Every file has an ETag (a hash of its content); a request with a matching
@@ -37,8 +39,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from websockets.http11 import Request, Response
 
 from ...errors import RendererError
+from ..app_files import SERVICE_WORKER
+from ..modules import script
 from .api import IMMUTABLE, NO_CACHE, response
-from .modules import bundle, lean
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +169,7 @@ class AppFiles:
         self.root = root
         self._gzip: OrderedDict[str, bytes] = OrderedDict()
         self._told: set[str] = set()
-        self._bundled: tuple[dict[str, str], Asset] | None = None
+        self._bundled: dict[str, tuple[dict[str, str], Asset]] = {}
 
     def serve(self, request: Request) -> Response:
         """The answer to ``GET`` of ``request.path``: the file (maybe 304, maybe gzip) or 404."""
@@ -192,6 +195,8 @@ class AppFiles:
         path = unquote(urlsplit(request_path).path)
         if path == BUNDLE_PATH:
             return self.bundle()
+        if path == "/" + SERVICE_WORKER and (worker := self.bundle(SERVICE_WORKER)) is not None:
+            return worker
         node = find_file(self.root, request_path)
         if node is None:
             return None
@@ -200,8 +205,9 @@ class AppFiles:
             body = self.index_page(body, PurePosixPath(path if not path.endswith("/") else path + "index.html"))
         return Asset(body, content_type(node.name), etag_of(body))
 
-    def bundle(self) -> Asset | None:
-        """The App's modules joined into one script (see :mod:`.modules`), or None if they do not bundle."""
+    def bundle(self, entry: str = ENTRY) -> Asset | None:
+        """Module ``entry`` (the App's by default) joined with every module it imports into one script
+        (see :mod:`lineup_plugin.transports.modules`), or None if they do not bundle."""
         sources: dict[str, str] = {}
 
         def read(path: str) -> str:
@@ -212,10 +218,10 @@ class AppFiles:
                 sources[path] = node.read_text(encoding="utf-8")
             return sources[path]
 
-        if find_file(self.root, "/" + ENTRY) is None:
+        if find_file(self.root, "/" + entry) is None:
             return None
-        if self._bundled is not None:
-            made_from, made = self._bundled
+        if entry in self._bundled:
+            made_from, made = self._bundled[entry]
             try:
                 if all(read(path) == text for path, text in made_from.items()):
                     return made  # the same sources make the same bundle
@@ -223,15 +229,14 @@ class AppFiles:
                 pass  # a module went or changed: bundle again, and say why if it fails
             sources.clear()
         try:
-            text = bundle(read, ENTRY)
+            body = script(read, entry).encode()
         except (RendererError, UnicodeDecodeError, OSError) as exc:
             if str(exc) not in self._told:
                 self._told.add(str(exc))
-                log.warning("the App is served module by module (slower): its modules do not bundle: %s", exc)
+                log.warning("the App's modules do not bundle (%s is served module by module): %s", entry, exc)
             return None
-        body = f"// The LineUp App's modules joined into one script ({ENTRY} and its imports).\n{lean(text)}".encode()
-        asset = Asset(body, content_type(BUNDLE_PATH), etag_of(body))
-        self._bundled = (dict(sources), asset)
+        asset = Asset(body, content_type(entry), etag_of(body))
+        self._bundled[entry] = (dict(sources), asset)
         return asset
 
     def index_page(self, body: bytes, where: PurePosixPath) -> bytes:

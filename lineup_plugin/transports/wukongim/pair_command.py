@@ -22,7 +22,7 @@ import httpx
 from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.errors import ConfigError
 
-from ..app_files import packaged_app
+from ..app_files import SERVICE_WORKER, packaged_app, service_worker
 from .e2e import b64url
 from .pairing import Pairings
 from .relay import APP_DEVICE_FLAG, WuKongIMApi
@@ -100,11 +100,16 @@ async def revoke(settings: Settings) -> str:
 
 
 def export_app(target: Path, source: Traversable | None = None) -> int:
-    """Copy the App's static files into ``target`` (created; must be empty or absent); how many files."""
+    """Copy the App's static files into ``target`` (created; must be empty or absent); how many files.
+
+    The service worker is written joined with the modules it imports, as the direct server sends it
+    (a service worker runs as a classic script).
+    """
     root = source if source is not None else packaged_app()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigError(f"{target} exists and is not an empty directory")
     count = 0
+    worker = service_worker(root)
 
     def copy(node: Traversable, into: Path) -> None:
         nonlocal count
@@ -114,6 +119,9 @@ def export_app(target: Path, source: Traversable | None = None) -> int:
                 continue
             if child.is_dir():
                 copy(child, into / child.name)
+            elif worker is not None and into == target and child.name == SERVICE_WORKER:
+                (into / child.name).write_bytes(worker)
+                count += 1
             else:
                 with child.open("rb") as src, open(into / child.name, "wb") as dst:
                     shutil.copyfileobj(src, dst)

@@ -1,7 +1,8 @@
 """The App's ES modules joined into one script, in dependency order, by the App's own rules.
 
 The direct server sends the App as one script (one request instead of one per module, see
-:mod:`.static`), and an MCP Apps host card page inlines one (:mod:`lineup_plugin.runtime.mcp.view`).
+:mod:`.direct.static`), and its service worker too (as the relay's ``lineup app export`` writes it);
+an MCP Apps host card page inlines one (:mod:`lineup_plugin.runtime.mcp.view`).
 Each module becomes a function scope that returns its exports. The App's modules keep to what
 this understands — ``import { a, b as c } from "./x.js";`` and ``import x from "./x.js";`` on one
 line, ``export`` before a top-level ``function``, ``class``, ``const`` or ``let``, and ``export
@@ -17,7 +18,7 @@ import posixpath
 import re
 from collections.abc import Callable
 
-from ...errors import RendererError
+from ..errors import RendererError
 
 _IMPORT_NAMES = re.compile(r'^import \{([^}]*)\} from "([^"]+)";[ \t]*$', re.M)
 _IMPORT_DEFAULT = re.compile(r'^import ([A-Za-z_$][\w$]*) from "([^"]+)";[ \t]*$', re.M)
@@ -54,6 +55,11 @@ def bundle(read: Callable[[str], str], entry: str) -> str:
 
     visit(entry)
     return "const __lineup = {};\n" + "\n".join(done.values())
+
+
+def script(read: Callable[[str], str], entry: str) -> str:
+    """:func:`bundle` of ``entry``, :func:`lean`, under a line that says what it is: the script as it is sent."""
+    return f"// The LineUp App's modules joined into one script ({entry} and its imports).\n{lean(bundle(read, entry))}"
 
 
 def _resolve(importer: str, specifier: str) -> str:
