@@ -79,16 +79,23 @@ async def test_idle_unauthenticated_sockets_reopened_as_they_end_do_not_keep_the
             for _ in range(limits.max_unauthenticated):
                 await opened.get()
             await wait_until(lambda: server.connections >= limits.max_unauthenticated)
-            served = 0
+            # The owner's App comes in 14 times, trying again at once when a socket of its own is
+            # ended before its hello was read, as the App does. How often that happens depends on
+            # how busy the machine is (a hello not yet read when the attackers' re-opens make its
+            # socket the oldest waiting one); that it gets in every time, in a few tries, does not.
+            # A server that kept the attackers' sockets and refused the newcomer kept it out for good.
+            tries: list[int] = []
             for _ in range(14):
-                try:
-                    app = await WsApp.connect(server, "owner")
-                except ConnectionClosed:
-                    continue
-                served += 1
-                await app.close()
+                for attempt in range(1, 11):
+                    try:
+                        app = await WsApp.connect(server, "owner")
+                    except ConnectionClosed:
+                        continue
+                    tries.append(attempt)
+                    await app.close()
+                    break
                 await opened.get()  # the attacker keeps re-opening throughout
-            assert served >= 13, f"the owner's App got in {served} times of 14"
+            assert len(tries) == 14, f"the owner's App was kept out: in {len(tries)} times of 14 ({tries})"
         finally:
             for task in attackers:
                 task.cancel()
