@@ -150,7 +150,11 @@ export class Conversations {
   paint(known) {
     const chosen = known.id === this.current;
     known.button.hidden = known.closed;
-    known.button.textContent = this.titleOf(known.id);
+    // the name in a span of its own: a long one is cut with an ellipsis (its whole text on hover and
+    // in the ⋯ dialog), so that one long title does not push "+ New" off a phone's screen
+    const title = this.titleOf(known.id);
+    known.button.replaceChildren(h("span", { class: "conv-name" }, title));
+    known.button.title = title;
     known.button.setAttribute("aria-pressed", String(chosen));
     known.button.dataset.unread = known.unread && !chosen ? String(known.unread) : "";
     if (known.unread && !chosen) {

@@ -85,6 +85,22 @@ async def test_with_large_text_the_header_wraps_rather_than_cut_the_agents_state
         assert await no_sideways_scroll(page)
 
 
+async def test_a_long_conversation_title_leaves_new_on_the_screen(
+    agent: Agent, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    page = await open_chat(browser, agent, contexts)
+    title = "Plan the two-week trip to Lisbon and Porto with the whole family in May"
+    await agent.hub.name_conversation("trip", title)
+    tab = page.get_by_role("button", name=title)
+    await tab.click()
+    await expect(tab).to_have_attribute("aria-pressed", "true")
+    assert await tab.get_attribute("title") == title  # the whole name, where it is cut
+    new = await page.get_by_role("button", name="+ New").bounding_box()
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    assert new is not None and new["x"] + new["width"] <= width, (new, width)
+    assert await no_sideways_scroll(page)
+
+
 @pytest.mark.parametrize("font_px", [16, 20, 32])
 async def test_the_page_follows_the_browsers_font_size(
     agent: Agent, browser: Browser, contexts: list[BrowserContext], font_px: int
