@@ -217,7 +217,7 @@ class Runner:
             loop = self._loop
             if loop is None:
                 raise TransportError(NOT_RUNNING)
-            work = _awaited(func(*args))
+            work = _awaited(func, *args)  # func(*args) is called on the loop, as a task's first step
             try:
                 future = asyncio.run_coroutine_threadsafe(work, loop)
             except RuntimeError as exc:  # the loop is closed
@@ -393,8 +393,8 @@ class _Pending:
             self.task.cancel()
 
 
-async def _awaited(awaitable: Awaitable[T]) -> T:
-    return await awaitable
+async def _awaited(func: Callable[[*Args], Awaitable[T]], *args: *Args) -> T:
+    return await func(*args)
 
 
 def _not_running(call_id: str, name: str) -> ToolResult:

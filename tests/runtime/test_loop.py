@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import anyio
@@ -190,3 +190,14 @@ def test_the_transport_follows_the_settings_and_describes_itself(runner: Runner)
     server = server_of(runner)
     assert runner.transport.describe() == f"direct mode: the App at {server.url}"
     assert runner.transport.connect_link == server.connect_link
+
+
+def test_a_submitted_function_is_called_on_the_loop_thread_not_the_callers(runner: Runner) -> None:
+    called_on: list[str] = []
+
+    def func() -> Awaitable[None]:  # a plain function returning an awaitable: its own body runs on the loop
+        called_on.append(threading.current_thread().name)
+        return asyncio.sleep(0)
+
+    runner.run(func)
+    assert called_on == ["lineup-hub"]
