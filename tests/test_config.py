@@ -21,7 +21,7 @@ def test_defaults_are_direct_on_9527() -> None:
     assert (settings.port, settings.effective_mode, settings.token) == (9527, "direct", None)
 
 
-def test_the_default_push_contact_is_a_mailto_placeholder_at_a_domain_reserved_for_examples() -> None:
+def test_the_default_push_contact_is_a_mailto_address_at_a_domain_reserved_for_examples() -> None:
     # a VAPID sub must be mailto: or https: (RFC 8292); the default named a package page that does not exist
     contact = load_settings({}, {}).push_contact
     assert contact == DEFAULT_PUSH_CONTACT == "mailto:lineup@example.org" and PUSH_CONTACT.match(contact)

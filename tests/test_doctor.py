@@ -433,7 +433,7 @@ WITH_PUSH: type[Settings] = Settings if "push" in Settings.model_fields else Pus
 
 def push_context(data_dir: Path, **settings: Any) -> Context:
     ctx = Context(environ={})
-    ctx.settings = WITH_PUSH(data_dir=data_dir, **settings)
+    ctx.settings = WITH_PUSH(data_dir=data_dir, **{"push_contact": "mailto:me@my.example", **settings})
     return ctx
 
 
@@ -470,6 +470,20 @@ def test_a_push_key_that_is_not_a_p256_key_fails(tmp_path: Path) -> None:
     assert finding.fix.startswith(f"remove {tmp_path / 'vapid.pem'}, then turn notifications off and on again")
     (tmp_path / "vapid.pem").write_text("-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n")
     assert doctor.check_push(push_context(tmp_path)).status == "fail"
+
+
+def test_the_default_push_contact_is_named_with_what_to_do(tmp_path: Path) -> None:
+    from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT
+
+    finding = doctor.check_push(push_context(tmp_path, push_contact=DEFAULT_PUSH_CONTACT))
+    assert finding.status == "pass"
+    assert finding.detail.endswith(
+        f"push_contact is the default {DEFAULT_PUSH_CONTACT}, which reaches nobody: set your own address"
+    )
+    subscribe(tmp_path, 1)
+    vapid_key(tmp_path / "vapid.pem")
+    assert "set your own address" in doctor.check_push(push_context(tmp_path, push_contact=DEFAULT_PUSH_CONTACT)).detail
+    assert "push_contact" not in doctor.check_push(push_context(tmp_path, push_contact="mailto:me@my.example")).detail
 
 
 def test_a_push_key_and_subscriptions_pass_and_push_off_is_skipped(tmp_path: Path) -> None:

@@ -49,10 +49,11 @@ class WuKongIMSettings(BaseModel):
     )
 
 
-#: the VAPID contact when ``push_contact`` is not set: a placeholder at ``example.org`` (a domain reserved
+#: the VAPID contact when ``push_contact`` is not set: an address at ``example.org`` (a domain reserved
 #: for examples, RFC 2606: it names nobody, and an address at it is never someone else's), in the
-#: ``mailto:`` form every push service takes (Apple's refuses one at ``localhost``). The package
-#: declares no web page of its own to point at; set your own address so a push service can reach you
+#: ``mailto:`` form every push service takes (Apple's refuses one at ``localhost``). Pushes work with
+#: it, but a push service cannot reach the person running the agent: the serving process logs a
+#: warning at start and ``lineup doctor`` says to set one's own address
 DEFAULT_PUSH_CONTACT = "mailto:lineup@example.org"
 PUSH_CONTACT = re.compile(r"^(mailto:[^@\s]+@[^@\s]+\.[^@\s]+|https://[^/\s]+\.[^/\s]+(/\S*)?)$")
 

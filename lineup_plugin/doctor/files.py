@@ -76,11 +76,21 @@ def check_push(ctx: Context, settings: Settings) -> Finding:
         if not path.is_file():
             if subscribed:
                 return failed("push", f"{apps} but no {path}: every push to them is refused", resubscribe)
-            return passed("push", "push is on; no App has subscribed yet (the key is made when one does)")
+            advice = _contact_advice(settings)
+            return passed("push", f"push is on; no App has subscribed yet (the key is made when one does){advice}")
         problem = _not_a_signing_key(path)
         if problem:
             return failed("push", f"{path} is not a usable key: {problem}", f"remove {path}, then {resubscribe}")
-    return passed("push", f"push is on, its key is present, {apps}")
+    return passed("push", f"push is on, its key is present, {apps}{_contact_advice(settings)}")
+
+
+def _contact_advice(settings: Settings) -> str:
+    """What to say of ``push_contact`` when it is left at the default, which reaches nobody ("" otherwise)."""
+    from ..config.settings import DEFAULT_PUSH_CONTACT
+
+    if getattr(settings, "push_contact", None) != DEFAULT_PUSH_CONTACT:
+        return ""
+    return f"; push_contact is the default {DEFAULT_PUSH_CONTACT}, which reaches nobody: set your own address"
 
 
 def _subscriptions(path: Path) -> int:

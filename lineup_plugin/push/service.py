@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..alarm import Alarm
+from ..config.settings import DEFAULT_PUSH_CONTACT
 from ..errors import PushError
 from ..protocol.outputs import Batch, CardShown, CardWaiting, DevicesChanged, PushSubscribed
 from .message import CLOSE_TTL, Subscription, card_notice, closed_notice, closes_allowed, push_request
@@ -100,6 +101,7 @@ class PushService:
         self._vapid: VapidKey | None = None
         self._cards: dict[str, _Waiting] = {}
         self._alarm = Alarm(self.clock, self._on_timer)
+        self._told_contact = False
 
     @property
     def vapid(self) -> VapidKey:
@@ -136,6 +138,13 @@ class PushService:
         self.vapid  # noqa: B018 - the key the App subscribed with must exist before any push
         self.subscriptions.add(device_id, credential, checked, self.clock())
         log.info("push: device %s subscribed (%d subscriptions)", device_id, len(self.subscriptions))
+        if self.contact == DEFAULT_PUSH_CONTACT and not self._told_contact:
+            self._told_contact = True  # once: the pushes work, but nobody can be reached about them
+            log.warning(
+                "push: push_contact is the default %s, which reaches nobody: set your own address so that a "
+                "push service with a problem about your pushes can tell you",
+                DEFAULT_PUSH_CONTACT,
+            )
         self.on_subscriptions(len(self.subscriptions))
 
     def vouch(self, transport: str, credential: Credential) -> None:

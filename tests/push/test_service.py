@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from lineup_plugin.config.settings import DEFAULT_PUSH_CONTACT
 from lineup_plugin.errors import ProtocolError, PushError, PushServiceNotAllowed
 from lineup_plugin.protocol.base import validate
 from lineup_plugin.protocol.messages import PushSubscribe
@@ -71,6 +73,20 @@ def open_card(push: PushService, call_id: str = "call-1", **arguments: object) -
         expires_at=NOW + 120,
         conversation_id="default",
     )
+
+
+async def test_the_default_contact_is_named_once_when_an_app_subscribes(
+    tmp_path: Path, fake: FakePushService, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    told = f"push: push_contact is the default {DEFAULT_PUSH_CONTACT}, which reaches nobody"
+    for contact, times in ((DEFAULT_PUSH_CONTACT, 1), (CONTACT, 0)):
+        caplog.clear()
+        service = PushService(tmp_path / contact, contact=contact, services=SERVICES, clock=clock, sleep=clock.sleep)
+        with caplog.at_level(logging.WARNING, logger="lineup_plugin.push.service"):
+            for device in ("phone", "tablet"):
+                service.subscribe(device, Subscriber(fake.endpoint(device)).subscription())
+        assert sum(r.getMessage().startswith(told) for r in caplog.records) == times, contact
+        await service.aclose()
 
 
 def pushed_after(
