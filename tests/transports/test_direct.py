@@ -440,6 +440,19 @@ async def test_burst_larger_than_the_queue_reaches_an_app_that_reads(tmp_path: P
         await app.close()
 
 
+async def test_a_burst_past_the_queue_and_the_sockets_buffer_reaches_an_app_that_reads(tmp_path: Path) -> None:
+    # as when a hello lists hundreds of cards that ended meanwhile: each gets its closing in one turn
+    async with running(tmp_path, settings={"max_queue": 4}) as server:
+        app = await WsApp.connect(server, "phone")
+        link = next(p.link for p in server.hub.peers if p.device_id == "phone")
+        for index in range(400):  # in one turn of the loop: nothing is written until it is done
+            await server.hub.send_text(f"{index:04d} " + "x" * 2000)
+        texts = [(await app.next("text")).payload.text[:4] for _ in range(400)]  # type: ignore[union-attr]
+        assert texts == [f"{index:04d}" for index in range(400)]
+        assert link.close_reason is None  # type: ignore[attr-defined]
+        await app.close()
+
+
 async def test_a_burst_over_the_rate_is_slowed_down_not_dropped(tmp_path: Path) -> None:
     limits = Limits(message_rate=500, message_burst=3, flood_strikes=100)
     async with running(tmp_path, limits=limits) as server:

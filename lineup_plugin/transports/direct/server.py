@@ -26,7 +26,9 @@ code    reason                                         why
                                                        this one still had to say hello when
                                                        newer ones needed its place (see below)
 1009    ``frame with N bytes exceeds limit of M ...``  a message over ``max_frame_bytes``
-1008    ``send queue full: the App is not reading``    ``max_queue`` messages waited unsent
+1008    ``send queue full: the App is not reading``    over ``max_queue`` messages waited unsent and
+                                                       none of them was taken for
+                                                       :data:`READING_GRACE` seconds
 1008    ``rate limit exceeded: too many messages``     the App stayed over the rate after ``rate_limited``
 1001    ``the agent is shutting down``                 :meth:`DirectServer.close`
 ======  =============================================  ==========================================
@@ -100,6 +102,9 @@ GOING_AWAY = 1001
 #: bytes the socket's buffer may hold before writing waits (websockets' high-water mark, set by us:
 #: the one-write path reads it, and websockets names its own copy differently from version to version)
 WRITE_LIMIT = 2**15
+#: seconds an App with more than ``max_queue`` messages waiting may take no message before it is
+#: judged not reading (one that takes some, however slowly, keeps its connection)
+READING_GRACE = 0.5
 QUEUE_FULL = "send queue full: the App is not reading"
 FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
@@ -158,9 +163,10 @@ class DirectLink:
     frames in one write to the socket (a call's outcome and the next call leave together), as
     websockets' own ``broadcast`` writes. While the socket's buffer is over its limit (the App
     is not reading fast enough) a writer task sends the queue message by message, waiting for
-    room. A burst (a welcome with many live calls) may pass ``max_queue`` for a moment; if the
-    queue is still over ``max_queue`` once the writer had its turn, the App is not reading:
-    this connection alone is closed (1008) and later sends raise TransportError.
+    room. A burst (a welcome with many live calls, the closing of every card a hello lists) may
+    pass ``max_queue``: while the queue is over it, the App must take some of it every
+    :data:`READING_GRACE` seconds. One that takes nothing for that long is not reading: this
+    connection alone is closed (1008) and later sends raise TransportError.
     """
 
     #: a WebSocket message has no limit of its own (the App's frames are bounded by the server)
@@ -177,6 +183,8 @@ class DirectLink:
         self._loop = asyncio.get_running_loop()
         self._check_due = False
         self._write_due = False
+        #: how many messages have left the queue (the App's progress, which the reading check watches)
+        self._taken = 0
         #: the writer task has the queue (the socket is full, or a close is next): no write in the loop's turn
         self._slow = False
         self._wake = asyncio.Event()
@@ -190,8 +198,8 @@ class DirectLink:
         self._queue.append(text)
         self._write_soon()
         if len(self._queue) > self._max_queue and not self._check_due:
-            self._check_due = True  # judged after the writer's turn (it was woken first)
-            self._loop.call_soon(self._check_reading)
+            self._check_due = True  # judged READING_GRACE from now, by what the App took meanwhile
+            self._loop.call_later(READING_GRACE, self._check_reading, self._taken)
 
     def _write_soon(self) -> None:
         """Write the queue once what runs now is done, in one callback (unless the writer task has it)."""
@@ -217,6 +225,7 @@ class DirectLink:
                     queue.popleft()
                     protocol.send_text(item.encode())
                     room -= len(item)
+                    self._taken += 1
                 frames = protocol.data_to_send()
                 if frames:
                     transport.write(b"".join(frames))
@@ -226,11 +235,16 @@ class DirectLink:
             self._slow = True
             self._wake.set()
 
-    def _check_reading(self) -> None:
+    def _check_reading(self, taken_before: int) -> None:
         self._check_due = False
-        if len(self._queue) > self._max_queue and self.close_reason is None:
-            log.warning("closing %s: %d messages wait unsent (it is not reading)", self.name, len(self._queue))
-            self.shut(POLICY_VIOLATION, QUEUE_FULL)
+        if len(self._queue) <= self._max_queue or self.close_reason is not None:
+            return
+        if self._taken > taken_before:  # reading, if slowly: judged again later
+            self._check_due = True
+            self._loop.call_later(READING_GRACE, self._check_reading, self._taken)
+            return
+        log.warning("closing %s: %d messages wait unsent (it is not reading)", self.name, len(self._queue))
+        self.shut(POLICY_VIOLATION, QUEUE_FULL)
 
     def close(self, code: int, reason: str) -> None:
         """Close with ``code`` and ``reason`` once the messages queued before are written."""
@@ -267,6 +281,7 @@ class DirectLink:
                         await close_connection(self.connection, item.code, item.reason, self._close_timeout)
                         return
                     await self.connection.send(item)  # waits while the socket's buffer is full
+                    self._taken += 1
                 self._slow = False
         except ConnectionClosed:
             if self.close_reason is None:
