@@ -303,13 +303,19 @@ class Outbox(Generic[L]):
         """Store change: one audit record, made now."""
         self.batch.changes.append(Audit(event, call_id, device_id, detail, self.clock()))
 
-    def first_seen(self, envelope_id: str, seen_before: bool) -> bool:
-        """Whether ``envelope_id`` is new (``seen_before``: the store knows it); a new one is remembered."""
+    def first_seen(self, envelope_id: str, seen_before: bool, *, keep: bool = True) -> bool:
+        """Whether ``envelope_id`` is new (``seen_before``: the store knows it); a new one is remembered
+        in this batch, and by the store unless not ``keep`` (then :meth:`keep_seen` may still)."""
         if seen_before or envelope_id in self._seen:
             return False
         self._seen.add(envelope_id)
-        self.batch.changes.append(SeenEnvelope(envelope_id, self.clock()))
+        if keep:
+            self.keep_seen(envelope_id)
         return True
+
+    def keep_seen(self, envelope_id: str) -> None:
+        """Store change: ``envelope_id`` was handled (a later copy of it is a duplicate)."""
+        self.batch.changes.append(SeenEnvelope(envelope_id, self.clock()))
 
     def ended(self, call: Call) -> None:
         """``call`` reached a terminal status: its waiters are woken once the batch is committed."""

@@ -35,7 +35,8 @@ This module composes them and holds the rules that span them:
 - **Welcome and redelivery**: an attached device gets ``device.welcome``, the agent's tools, its
   status and every live call; cards it still shows (``open_calls``) for calls that ended get a
   ``tool.cancel`` saying how they ended.
-- **Answers**: duplicate envelopes (by id) and repeated answers are applied once; a late answer
+- **Answers**: duplicate envelopes (by id) and repeated answers are applied once (an answer that
+  ends its call is kept by the call, not by its envelope id); a late answer
   is refused with the reason; a ``completed`` answer must fit the tool's ``outputSchema``.
 - **History**: a hello with ``last_seq`` gets what it missed (``history``) before the live
   messages, which carry their entry's ``seq``; a ``history.older`` gets the page before the
@@ -264,13 +265,19 @@ class Session(Generic[L]):
             return
         device_id = state.device_id
         assert device_id is not None
-        if not self.out.first_seen(message.id, known.seen):
+        # An answer that ends its call is not kept by its envelope id: the ended call is its record,
+        # and a copy of it meets "the same answer again" (applied once, silently). Any other is kept.
+        answer = message.payload if isinstance(message.payload, ToolResult) else None
+        if not self.out.first_seen(message.id, known.seen, keep=answer is None):
             self.out.audit("duplicate.envelope", device_id=device_id, detail=message.id)
             return
+        live = answer is not None and self.calls.live(answer.call_id) is not None
         try:
             self._dispatch(link, state, device_id, message, known)
         except CallStateError as exc:
             self.reply(link, Error(code="invalid_transition", message=str(exc), ref=message.id))
+        if answer is not None and not (live and self.calls.live(answer.call_id) is None):
+            self.out.keep_seen(message.id)
 
     def _dispatch(self, link: L, state: LinkState, device_id: str, message: Envelope, known: Known) -> None:
         payload = message.payload

@@ -620,6 +620,23 @@ def test_same_answer_resent_in_a_new_envelope_after_the_call_ended_is_silently_a
     assert rig.records.calls["c1"].result.result == {"selected": "a"}
 
 
+def test_an_answer_that_ends_its_call_is_kept_by_the_call_not_by_its_envelope_id() -> None:
+    rig = Rig()
+    rig.connect("phone")
+    rig.start("c1")
+
+    applied = rig.send("phone", result("c1", "a"), envelope_id="answer-1")
+    again = rig.send("phone", result("c1", "a"), envelope_id="answer-1")  # the same envelope, another batch
+    refused = rig.send("phone", result("c1", "b"), envelope_id="changed-mind")
+    refused_again = rig.send("phone", result("c1", "b"), envelope_id="changed-mind")
+
+    assert [c for c in applied.changes if isinstance(c, SeenEnvelope)] == []  # no row for the store to write
+    assert again.messages == [] and again.ended == []  # met the ended call: the same answer, silently
+    assert SeenEnvelope("changed-mind", START) in refused.changes  # a refused answer is kept by its id
+    assert refused_again.messages == []
+    assert Audit("duplicate.envelope", None, "phone", "changed-mind", START) in refused_again.changes
+
+
 def test_different_late_answer_is_refused_call_closed() -> None:
     rig = Rig()
     rig.connect("phone")
