@@ -346,7 +346,7 @@ class MemoryStore(_OneChange):
 # ------------------------------------------------------------------------------------ SQLite
 
 #: the schema version this code writes (``PRAGMA user_version``); older files are migrated
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: ``PRAGMA application_id`` of a LineUp store ("LnUp"), so a foreign SQLite file is refused
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
@@ -405,6 +405,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: ("ALTER TABLE calls ADD COLUMN answered TEXT",),
     # 5: conversations the user closed (conversation.update)
     5: ("ALTER TABLE conversations ADD COLUMN closed INTEGER NOT NULL DEFAULT 0",),
+    # 6: history is pruned along its seqs (_PRUNE_HISTORY): an index on the time only cost every entry a page
+    6: ("DROP INDEX IF EXISTS history_at",),
 }
 
 _SAVE_CALL = """
@@ -431,7 +433,12 @@ ON CONFLICT (conversation_id) DO UPDATE SET
     title = excluded.title, last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at,
     closed = excluded.closed
 """
-_PRUNE_HISTORY = "DELETE FROM history WHERE seq < ? OR at < ?"
+#: drop the entries before the oldest kept: below the lowest seq kept (?1) and before the first entry
+#: that is not too old (at ?2 or later; ?3, the newest, if none is) — read along the seqs, where the
+#: old ones come first, so that no index on the time is kept up for this
+_PRUNE_HISTORY = """
+DELETE FROM history WHERE seq < max(?1, coalesce((SELECT seq FROM history WHERE at >= ?2 ORDER BY seq LIMIT 1), ?3))
+"""
 #: conversations whose history is gone (at open; a conversation is listed only while it has entries)
 _PRUNE_CONVERSATIONS = "DELETE FROM conversations WHERE conversation_id NOT IN (SELECT conversation_id FROM history)"
 _READ_HISTORY = "SELECT entry FROM history WHERE seq > ? AND at >= ? ORDER BY seq LIMIT ?"
@@ -725,7 +732,7 @@ class SQLiteStore(_OneChange):
             if self._oldest is None:
                 self._oldest = (records[0].seq, records[0].at)
             if self._oldest[0] < oldest_seq or self._oldest[1] < oldest_at:  # only then is anything to prune
-                execute(_PRUNE_HISTORY, (oldest_seq, oldest_at))
+                execute(_PRUNE_HISTORY, (oldest_seq, oldest_at, newest.seq))
                 self._oldest = self._oldest_entry(self._db)
 
     def history_id(self) -> str:

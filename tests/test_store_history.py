@@ -185,3 +185,13 @@ def test_sqlite_prunes_what_an_earlier_run_kept_beyond_a_smaller_bound(tmp_path:
         for seq in range(7, 10):  # and keeps pruning, batch after batch
             store.apply(entry(seq, START + seq))
         assert texts(store) == ["m8", "m9"]
+
+
+def test_sqlite_prunes_by_age_along_the_seqs_with_no_index_on_the_time(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    with SQLiteStore(path, retention=Retention(limit=1000, max_age=60)) as store:
+        for seq in range(1, 201):  # one entry a second
+            store.apply(entry(seq, START + seq))
+        assert texts(store)[0] == "m140"  # the 60 s before the newest (at START + 200) and no older
+        plan = store._db.execute("EXPLAIN QUERY PLAN SELECT seq FROM history WHERE at >= 0 ORDER BY seq LIMIT 1")
+        assert "history_at" not in str(plan.fetchall())
