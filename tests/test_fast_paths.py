@@ -66,6 +66,7 @@ from lineup_plugin.protocol.messages import (
     ConversationUpdate,
     DeviceHello,
     DeviceWelcome,
+    Envelope,
     Error,
     FileBegin,
     FileChunk,
@@ -486,6 +487,9 @@ def decoded(decode: Any, text: str) -> Any:
         message = decode(text)
     except ProtocolError as exc:
         return type(exc), str(exc)
+    # built from validated fields without the model: the model itself makes the same of them
+    assert message == Envelope.model_validate(dict(message.__dict__)), "not what Envelope makes of its fields"
+    assert message.model_dump_json() == Envelope.model_validate(dict(message.__dict__)).model_dump_json()
     return message, message.model_fields_set, message.payload.model_fields_set
 
 

@@ -136,7 +136,25 @@ def decode_object(data: Any, *, checked: bool = False) -> Envelope:
     payload = validate(model, header.payload, path="payload")
     fields = header.__dict__.copy()  # the validated fields (dict(header) is several times slower)
     fields["payload"] = payload
-    return Envelope.model_construct(set(fields), **fields)
+    return _built(fields)
+
+
+_set_attribute = object.__setattr__
+#: the envelope's fields in the order the model declares them (the order its dump writes them in)
+_FIELDS = tuple(Envelope.model_fields)
+
+
+def _built(fields: dict[str, Any]) -> Envelope:
+    """The Envelope of validated ``fields`` (the optional ones may be left out: None): what
+    ``Envelope.model_construct`` makes of them, without its search of each field's aliases and
+    default (and ``model_validate`` would check them all again: a second validator call, which
+    costs as much as the first when the processor's caches are cold, as between an App's messages)."""
+    message = Envelope.__new__(Envelope)
+    _set_attribute(message, "__dict__", {name: fields.get(name) for name in _FIELDS})
+    _set_attribute(message, "__pydantic_fields_set__", set(_FIELDS))
+    _set_attribute(message, "__pydantic_extra__", None)  # extra fields are ignored, never kept
+    _set_attribute(message, "__pydantic_private__", None)
+    return message
 
 
 @functools.cache  # built on first use: it takes ~0.1 s, which an import should not pay
@@ -190,9 +208,7 @@ def decode(text: str | bytes) -> Envelope:
         else:
             if _suspect(text):
                 check_storable(_parse(text))
-            fields.setdefault("timestamp", None)
-            fields.setdefault("seq", None)
-            return Envelope.model_validate(fields)
+            return _built(fields)
     return _decode_steps(text)
 
 

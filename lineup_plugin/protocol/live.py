@@ -69,7 +69,7 @@ def outcome_of(call: Call) -> CallOutcome | None:
     """The verdict on ended ``call``: what the agent got and whose answer it was; None while it is live."""
     if call.result is None:
         return None
-    return CallOutcome.model_construct(
+    return CallOutcome(  # validated: in pydantic-core, faster than model_construct's Python
         status=call.result.status,
         result=call.result.result,
         device_id=call.answered_by,
