@@ -351,6 +351,8 @@ SCHEMA_VERSION = 6
 APPLICATION_ID = 0x4C6E5570
 #: a bounded table is pruned back to its limit once it is this many rows over it (or a tenth of the limit)
 PRUNE_SLACK = 1_000
+#: the history is pruned for age once its oldest entry is this share of the age limit past it
+AGE_SLACK = 0.01
 
 Synchronous = Literal["full", "normal", "off"]
 
@@ -447,6 +449,7 @@ _READ_HISTORY_BEFORE = "SELECT entry FROM history WHERE seq > ? AND seq < ? AND 
 _READ_CONVERSATIONS = """
 SELECT h.conversation_id, c.title, max(h.seq), max(h.at), coalesce(c.closed, 0) FROM history h
 LEFT JOIN conversations c ON c.conversation_id = h.conversation_id
+WHERE h.seq > ? AND h.at >= ?
 GROUP BY h.conversation_id ORDER BY max(h.seq) DESC
 """
 _READ_TITLES = "SELECT conversation_id, title, closed FROM conversations"
@@ -543,8 +546,10 @@ class SQLiteStore(_OneChange):
         self._closed = False
         #: ids of the live calls whose row this store wrote (a later save updates only what changed)
         self._written: set[str] = set()
-        #: the oldest history entry kept (seq, time): the history is pruned only once it falls out
+        #: the oldest and the newest history entry in the file (seq, time): entries past the retention
+        #: are never read, and deleted in bulk (see :meth:`_insert_history`)
         self._oldest: tuple[int, float] | None = None
+        self._newest: tuple[int, float] | None = None
         #: the conversations' titles and closed marks as written (a conversation's row changes only with them)
         self._titles: dict[str, tuple[str | None, bool]] = {}
         #: the envelope ids in the ``seen`` table, oldest first (a dedupe check reads no row); None: unknown
@@ -587,7 +592,7 @@ class SQLiteStore(_OneChange):
             raise
         self._counts = self._count(db)
         self._seen = self._read_seen(db)
-        self._oldest = self._oldest_entry(db)
+        self._oldest, self._newest = self._entry(db, "ASC"), self._entry(db, "DESC")
         with contextlib.suppress(sqlite3.Error):
             db.execute(_PRUNE_CONVERSATIONS)
         self._titles = self._read_titles(db)
@@ -609,10 +614,10 @@ class SQLiteStore(_OneChange):
         return None
 
     @staticmethod
-    def _oldest_entry(db: sqlite3.Connection) -> tuple[int, float] | None:
-        """The seq and time of the oldest history entry kept (None for none): pruning is due only past it."""
+    def _entry(db: sqlite3.Connection, order: Literal["ASC", "DESC"]) -> tuple[int, float] | None:
+        """The seq and time of the oldest (``ASC``) or newest (``DESC``) history entry in the file (None for none)."""
         with contextlib.suppress(sqlite3.Error):
-            row = db.execute("SELECT seq, at FROM history ORDER BY seq LIMIT 1").fetchone()
+            row = db.execute(f"SELECT seq, at FROM history ORDER BY seq {order} LIMIT 1").fetchone()
             return (int(row[0]), float(row[1])) if row else None
         return None
 
@@ -685,7 +690,7 @@ class SQLiteStore(_OneChange):
         self._written.clear()  # the next save of each call writes its whole row (an upsert)
         self._titles = self._read_titles(self._db)
         self._seen = self._read_seen(self._db)
-        self._oldest = self._oldest_entry(self._db)
+        self._oldest, self._newest = self._entry(self._db, "ASC"), self._entry(self._db, "DESC")
         with contextlib.suppress(sqlite3.Error):
             self._counts = self._count(self._db)
 
@@ -728,12 +733,25 @@ class SQLiteStore(_OneChange):
                 titles[info.conversation_id] = (info.title, info.closed)
         if records:  # keep what the retention allows, counted from the newest entry
             newest = records[-1]
-            oldest_seq, oldest_at = self.retention.oldest_seq(newest.seq), self.retention.oldest_at(newest.at)
+            self._newest = (newest.seq, newest.at)
             if self._oldest is None:
                 self._oldest = (records[0].seq, records[0].at)
-            if self._oldest[0] < oldest_seq or self._oldest[1] < oldest_at:  # only then is anything to prune
-                execute(_PRUNE_HISTORY, (oldest_seq, oldest_at, newest.seq))
-                self._oldest = self._oldest_entry(self._db)
+            # Entries past the bound are never read (:meth:`_bound`); they are deleted once enough of
+            # them are (as the other bounded tables are pruned): a delete with every batch would
+            # write the oldest page of the table with every entry, once the history is full.
+            kept, retention = newest.seq - self._oldest[0] + 1, self.retention
+            aged = retention.max_age is not None and self._oldest[1] < newest.at - retention.max_age * (1 + AGE_SLACK)
+            if _over(kept, retention.limit) or aged:
+                oldest_seq, oldest_at = self._bound()
+                execute(_PRUNE_HISTORY, (oldest_seq + 1, oldest_at, newest.seq))
+                self._oldest = self._entry(self._db, "ASC")
+
+    def _bound(self) -> tuple[int, float]:
+        """The seq below the oldest entry the retention keeps, and the oldest time it keeps (from the newest)."""
+        if self._newest is None:
+            return 0, float("-inf")
+        seq, at = self._newest
+        return self.retention.oldest_seq(seq) - 1, self.retention.oldest_at(at)
 
     def history_id(self) -> str:
         """The random id made with this store file."""
@@ -746,13 +764,16 @@ class SQLiteStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
-        return self._entries(self._read("reading the history", _READ_HISTORY, (after, oldest_at, limit)))
+        floor, since = self._bound()
+        params = (max(after, floor), max(oldest_at, since), limit)
+        return self._entries(self._read("reading the history", _READ_HISTORY, params))
 
     def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
         than ``oldest_at``, oldest first."""
-        rows = self._read("reading the history", _READ_HISTORY_BEFORE, (after, before, oldest_at, limit))
-        return self._entries(rows[::-1])
+        floor, since = self._bound()
+        params = (max(after, floor), before, max(oldest_at, since), limit)
+        return self._entries(self._read("reading the history", _READ_HISTORY_BEFORE, params)[::-1])
 
     def _entries(self, rows: list[Any]) -> list[HistoryEntry]:
         try:
@@ -762,7 +783,7 @@ class SQLiteStore(_OneChange):
 
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
-        rows = self._read("reading the conversations", _READ_CONVERSATIONS)
+        rows = self._read("reading the conversations", _READ_CONVERSATIONS, self._bound())
         return [SaveConversation(cid, title, seq, at, bool(closed)).info() for cid, title, seq, at, closed in rows]
 
     def _read(self, what: str, sql: str, params: Any = ()) -> list[Any]:

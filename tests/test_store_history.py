@@ -195,3 +195,28 @@ def test_sqlite_prunes_by_age_along_the_seqs_with_no_index_on_the_time(tmp_path:
         assert texts(store)[0] == "m140"  # the 60 s before the newest (at START + 200) and no older
         plan = store._db.execute("EXPLAIN QUERY PLAN SELECT seq FROM history WHERE at >= 0 ORDER BY seq LIMIT 1")
         assert "history_at" not in str(plan.fetchall())
+
+
+def test_sqlite_deletes_what_is_past_the_bound_in_bulk_and_never_reads_it(tmp_path: Path) -> None:
+    def rows(store: SQLiteStore) -> int:
+        return int(store._db.execute("SELECT count(*) FROM history").fetchone()[0])
+
+    with SQLiteStore(tmp_path / "h.sqlite3", retention=Retention(limit=100, max_age=None)) as store:
+        for seq in range(1, 111):  # 10 past the bound: a tenth of the limit, not yet deleted
+            store.apply(entry(seq, START + seq))
+        assert rows(store) == 110
+        assert texts(store)[0] == "m11" and len(texts(store)) == 100  # what is past the bound is never read
+        assert [e.seq for e in store.history_before(12, after=0, oldest_at=EVERYTHING, limit=10)] == [11]
+        store.apply(entry(111, START + 111))  # 11 past it: deleted, all at once
+        assert rows(store) == 100 and texts(store)[0] == "m12"
+
+    with SQLiteStore(tmp_path / "a.sqlite3", retention=Retention(limit=1000, max_age=100)) as store:
+        store.apply(entry(1, START, "old"))
+        for seq in range(2, 101):
+            store.apply(entry(seq, START + seq))
+        store.apply(entry(101, START + 100.5))  # "old" is past the age limit by less than a hundredth of it
+        assert rows(store) == 101
+        assert "old" not in [c.conversation_id for c in store.conversations()]  # but no longer read
+        store.apply(entry(102, START + 101.5))  # now by more: deleted
+        assert rows(store) == 101 and texts(store)[0] == "m2"
+        assert not store._db.execute("SELECT 1 FROM history WHERE conversation_id = 'old'").fetchall()
