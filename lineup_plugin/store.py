@@ -117,8 +117,10 @@ class _OneChange(ABC):
             self._secrets.append(secret)
 
     def _redact(self, detail: str) -> str:
+        """``detail`` with every secret written ``[redacted]`` (the same object when it holds none)."""
         for secret in self._secrets:
-            detail = detail.replace(secret, "[redacted]")
+            if secret in detail:
+                detail = detail.replace(secret, "[redacted]")
         return detail
 
     @abstractmethod
@@ -262,10 +264,9 @@ class MemoryStore(_OneChange):
             elif isinstance(change, SaveConversation):
                 self._conversations.pop(change.conversation_id, None)
                 self._conversations[change.conversation_id] = change
-            elif change.detail and self._secrets:
-                self._audit.append(change._replace(detail=self._redact(change.detail)))
             else:
-                self._audit.append(change)
+                detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
+                self._audit.append(change if detail is change.detail else change._replace(detail=detail))
         if len(self._audit) > 10_000:
             del self._audit[:1000]
 
