@@ -743,8 +743,8 @@ class SQLiteStore(_OneChange):
             kept, retention = newest.seq - self._oldest[0] + 1, self.retention
             aged = retention.max_age is not None and self._oldest[1] < newest.at - retention.max_age * (1 + AGE_SLACK)
             if _over(kept, retention.limit) or aged:
-                oldest_seq, oldest_at = self._bound()
-                execute(_PRUNE_HISTORY, (oldest_seq + 1, oldest_at, newest.seq))
+                floor, since = self._bound()
+                execute(_PRUNE_HISTORY, (floor + 1, since, newest.seq))
                 self._oldest = self._entry(self._db, "ASC")
 
     def _bound(self) -> tuple[int, float]:
