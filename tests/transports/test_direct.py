@@ -430,6 +430,40 @@ async def test_a_calls_verdict_and_the_callers_next_call_leave_in_one_write(tmp_
         await app.close()
 
 
+async def test_an_answer_sent_just_before_the_app_closed_is_applied_though_a_send_to_it_failed_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The App answers and goes away at once; before the server reads the answer, it tries to send
+    # the App something and finds the connection closed. That closing is the App's, not the
+    # agent's: the answer it sent before must still be read (it was dropped as "draining").
+    async with running(tmp_path) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone", compression=None)
+        calling = asyncio.create_task(hub.call("choice", CHOICE))
+        call = await app.next_call()
+        link = next(p.link for p in hub.peers if p.device_id == "phone")
+        held, release = asyncio.Event(), asyncio.Event()
+        receive = hub.receive
+
+        async def holding(on: Any, text: Any, **options: Any) -> None:  # the server's reading of this App waits
+            if on is link and not release.is_set():
+                held.set()
+                await release.wait()
+            await receive(on, text, **options)
+
+        monkeypatch.setattr(hub, "receive", holding)
+        await app.send(Text(text="one moment"))
+        await held.wait()
+        await app.send(ToolResult(call_id=call.call_id, status="completed", result=ANSWER))
+        await app.close()  # the answer is read by the server's websockets, not yet by the hub
+        hub.reply(link, Error(code="notice", message="sent after the App left"))
+        await wait_until(lambda: link.close_reason is not None)  # type: ignore[attr-defined]
+        release.set()
+
+        result = await asyncio.wait_for(calling, 30)  # a backstop, not a timing
+        assert (result.status, result.result) == ("completed", ANSWER)
+
+
 async def test_burst_larger_than_the_queue_reaches_an_app_that_reads(tmp_path: Path) -> None:
     async with running(tmp_path, settings={"max_queue": 2}) as server:
         app = await WsApp.connect(server, "phone")

@@ -175,8 +175,11 @@ class DirectLink:
     def __init__(self, connection: ServerConnection, name: str, *, max_queue: int, close_timeout: float) -> None:
         self.name = name
         self.connection = connection
-        #: why the connection is closing, once it is
+        #: why the connection is closing, once it is (sends fail from then on)
         self.close_reason: str | None = None
+        #: the agent closes this connection (:meth:`shut`): what the App sends from then on is not read
+        #: (an App that closed it itself is read to its last message)
+        self.shutting = False
         self._max_queue = max_queue
         self._close_timeout = close_timeout
         self._queue: deque[str | _Close] = deque()
@@ -255,6 +258,7 @@ class DirectLink:
         if self.close_reason is not None:
             return
         self.close_reason = reason
+        self.shutting = True
         if flush:
             self._queue.append(_Close(code, reason))
             self._write_soon()
@@ -691,8 +695,8 @@ class DirectServer:
         bucket = TokenBucket(self.limits.message_rate, self.limits.message_burst)
         strikes = 0
         async for data in connection:
-            if link.close_reason is not None:
-                continue  # closing: drain what the App still sends until its close arrives
+            if link.shutting:
+                continue  # the agent closes it: drain what the App still sends until its close arrives
             wait = bucket.delay()
             if wait > 0:
                 strikes += 1
