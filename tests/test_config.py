@@ -55,6 +55,8 @@ def test_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ({}, {"LINEUP_PORT": "70000"}, "lineup setting 'port': input should be less than or equal to 65535"),
         ({"mode": "carrier-pigeon"}, {}, "lineup setting 'mode': input should be 'direct', 'relay', 'auto' or 'both'"),
         ({"token": "short"}, {}, "lineup setting 'token': string should have at least 16 characters"),
+        # longer than a device.hello carries: no App could ever connect
+        ({"token": "t" * 1025}, {}, "lineup setting 'token': string should have at most 1024 characters"),
         (
             {"deadlines": {"choice": -1}},
             {},

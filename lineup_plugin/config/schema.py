@@ -24,7 +24,7 @@ SCHEMA: dict[str, Any] = {'additionalProperties': False,
                          'minimum': 0,
                          'title': 'Port',
                          'type': 'integer'},
-                'token': {'anyOf': [{'minLength': 16, 'type': 'string'}, {'type': 'null'}],
+                'token': {'anyOf': [{'maxLength': 1024, 'minLength': 16, 'type': 'string'}, {'type': 'null'}],
                           'default': None,
                           'description': 'the token the App must send; unset: generated on first start and '
                                          'kept in <data_dir>/token',

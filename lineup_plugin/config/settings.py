@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 from ..protocol.history import HISTORY_LIMIT, HISTORY_MAX_AGE, Retention
+from ..protocol.messages import MAX_TOKEN
 from ..push.services import PUSH_SERVICES
 from .check import default_data_dir, given_settings
 
@@ -89,6 +90,7 @@ class Settings(BaseModel):
         default=None,
         repr=False,
         min_length=16,
+        max_length=MAX_TOKEN,  # what a device.hello carries at most
         description="the token the App must send; unset: generated on first start and kept in <data_dir>/token",
     )
     allowed_origins: list[str] = Field(
