@@ -4,7 +4,7 @@
   (:meth:`LiveCalls.for_device`: a tool an App declared and no renderer draws goes to the devices
   that declared it, while one of them is attached); the first terminal answer wins
   (:meth:`LiveCalls.finish`), and every device — the one whose answer won too — gets
-  ``tool.cancel`` with the verdict (:func:`outcome_of`: the result the agent got and the device
+  ``tool.cancel`` with the verdict (:func:`verdict`: the result the agent got and the device
   that gave it), which its card shows; a call ends ``expired`` at its deadline
   (:meth:`LiveCalls.tick`) and ``cancelled`` when either side cancels. An ``unsupported`` answer
   settles a call only when no other attached device that can handle it is left to answer
@@ -26,7 +26,7 @@ from typing import Any, Generic
 from .base import bounded
 from .calls import Call, CallState, format_timestamp
 from .devices import Devices
-from .messages import CallOutcome, CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
+from .messages import CallStatus, ToolAck, ToolCall, ToolCancel, ToolResult
 from .outputs import CardShown, CardWaiting, L, Outbox
 from .timeline import Timeline
 
@@ -65,16 +65,23 @@ def call_closed(call: Call) -> str:
     return f"this call already ended as {call.state}; this answer was not applied"
 
 
-def outcome_of(call: Call) -> CallOutcome | None:
-    """The verdict on ended ``call``: what the agent got and whose answer it was; None while it is live."""
-    if call.result is None:
-        return None
-    return CallOutcome(  # validated: in pydantic-core, faster than model_construct's Python
-        status=call.result.status,
-        result=call.result.result,
-        device_id=call.answered_by,
-        device_name=call.answered_name,
-    )
+def verdict(call_id: str, reason: str | None, call: Call | None) -> ToolCancel:
+    """The ``tool.cancel`` that closes the cards of call ``call_id`` saying ``reason``, with the
+    verdict on it when ``call`` is known and ended: what the agent got and whose answer it was.
+
+    One model is made, the verdict validated inside it (each call into pydantic-core counts on
+    the path from an answer to the agent's caller).
+    """
+    result = call.result if call is not None else None
+    outcome = None
+    if call is not None and result is not None:
+        outcome = {
+            "status": result.status,
+            "result": result.result,
+            "device_id": call.answered_by,
+            "device_name": call.answered_name,
+        }
+    return ToolCancel.model_validate({"call_id": call_id, "reason": reason, "outcome": outcome})
 
 
 def closed_reason(call: Call | None) -> str:
@@ -256,8 +263,9 @@ class LiveCalls(Generic[L]):
         # a device's or surface's answer is "answered elsewhere"; its cancel keeps its own reason
         answered = (by is not None or surface is not None) and call.state is not CallState.CANCELLED
         told = ANSWERED_ELSEWHERE if answered else reason and bounded(reason)  # an agent's reason may be long
-        notice = ToolCancel(call_id=call.call_id, reason=told, outcome=outcome_of(call))
-        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
+        self.devices.broadcast(
+            verdict(call.call_id, told, call), conversation_id=call.conversation_id, seq=seq, call_id=call.call_id
+        )
         return True
 
     def end(
@@ -310,8 +318,12 @@ class LiveCalls(Generic[L]):
         call.answered_by = call.answered_name = None
         self.out.ended(call)
         seq = self.timeline.record_end(call)
-        notice = ToolCancel(call_id=call.call_id, reason=bounded(message), outcome=outcome_of(call))
-        self.devices.broadcast(notice, conversation_id=call.conversation_id, seq=seq, call_id=call.call_id)
+        self.devices.broadcast(
+            verdict(call.call_id, bounded(message), call),
+            conversation_id=call.conversation_id,
+            seq=seq,
+            call_id=call.call_id,
+        )
 
     def tick(self) -> int:
         """End every live call whose deadline has passed, and every recovered call nobody claimed in time; how many."""

@@ -64,7 +64,7 @@ from .live import (
     call_closed,
     closed_reason,
     failure,
-    outcome_of,
+    verdict,
 )
 from .messages import (
     AgentState,
@@ -345,8 +345,7 @@ class Session(Generic[L]):
         for call_id in hello.open_calls if hello else ():  # before the history, which says how they ended too
             if self.calls.live(call_id) is None:
                 ended = self.calls.lookup(call_id) or known.calls.get(call_id)
-                outcome = outcome_of(ended) if ended is not None else None
-                self.reply(link, ToolCancel(call_id=call_id, reason=closed_reason(ended), outcome=outcome))
+                self.reply(link, verdict(call_id, closed_reason(ended), ended))
         older = None
         if hello is not None and hello.last_seq is not None:
             older = self.history.catch_up(
@@ -370,8 +369,7 @@ class Session(Generic[L]):
             if code == "call_closed":  # the verdict first: the device's card shows how the call ended
                 ended = self.calls.lookup(result.call_id) or known
                 if ended is not None:
-                    notice = ToolCancel(call_id=result.call_id, reason=closed_reason(ended), outcome=outcome_of(ended))
-                    self.reply(link, notice)
+                    self.reply(link, verdict(result.call_id, closed_reason(ended), ended))
             self.reply(link, Error(code=code, message=message, ref=ref, call_id=result.call_id))
 
     def _answer(
