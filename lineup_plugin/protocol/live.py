@@ -67,17 +67,12 @@ def call_closed(call: Call) -> str:
 
 def verdict(call_id: str, reason: str | None, call: Call | None) -> ToolCancel:
     """The ``tool.cancel`` that closes the cards of call ``call_id`` saying ``reason``, with the
-    verdict on it when ``call`` is known and ended: what the agent got and whose answer it was.
-
-    One model is made, the verdict validated inside it (each call into pydantic-core counts on
-    the path from an answer to the agent's caller).
-    """
-    result = call.result if call is not None else None
+    verdict on it when ``call`` is known and ended: what the agent got and whose answer it was."""
     outcome = None
-    if call is not None and result is not None:
+    if call is not None and call.result is not None:
         outcome = {
-            "status": result.status,
-            "result": result.result,
+            "status": call.result.status,
+            "result": call.result.result,
             "device_id": call.answered_by,
             "device_name": call.answered_name,
         }
