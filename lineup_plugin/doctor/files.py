@@ -88,7 +88,7 @@ def _contact_advice(settings: Settings) -> str:
     """What to say of ``push_contact`` when it is left at the default, which reaches nobody ("" otherwise)."""
     from ..config.settings import DEFAULT_PUSH_CONTACT
 
-    if getattr(settings, "push_contact", None) != DEFAULT_PUSH_CONTACT:
+    if settings.push_contact != DEFAULT_PUSH_CONTACT:
         return ""
     return f"; push_contact is the default {DEFAULT_PUSH_CONTACT}, which reaches nobody: set your own address"
 
