@@ -110,11 +110,34 @@ class _OneChange(ABC):
     _secrets: list[str]
     #: changes told to the devices and the model but not yet written (the store failed on them)
     _unwritten: list[Change]
+    retention: Retention
+    #: the oldest and the newest history entry kept (seq, time): entries past the retention are
+    #: never read (:meth:`_bound`), and deleted in bulk once enough of them are (:meth:`_noted`)
+    _oldest: tuple[int, float] | None = None
+    _newest: tuple[int, float] | None = None
 
     def add_secret(self, secret: str) -> None:
         """Write ``secret`` as ``[redacted]`` wherever it shows up in an audit detail from now on."""
         if secret and secret not in self._secrets:
             self._secrets.append(secret)
+
+    def _noted(self, first: Record, newest: Record) -> bool:
+        """Note the entries ``first`` to ``newest`` just kept; whether those past the retention's
+        bound are due for deletion: as the other bounded tables are pruned, once enough of them are
+        (a delete with every entry would, in a file, write the table's oldest page with every entry)."""
+        self._newest = (newest.seq, newest.at)
+        if self._oldest is None:
+            self._oldest = (first.seq, first.at)
+        kept, retention = newest.seq - self._oldest[0] + 1, self.retention
+        aged = retention.max_age is not None and self._oldest[1] < newest.at - retention.max_age * (1 + AGE_SLACK)
+        return _over(kept, retention.limit) or aged
+
+    def _bound(self) -> tuple[int, float]:
+        """The seq below the oldest entry the retention keeps, and the oldest time it keeps (from the newest)."""
+        if self._newest is None:
+            return 0, float("-inf")
+        seq, at = self._newest
+        return self.retention.oldest_seq(seq) - 1, self.retention.oldest_at(at)
 
     def _redact(self, detail: str) -> str:
         """``detail`` with every secret written ``[redacted]`` (the same object when it holds none)."""
@@ -247,7 +270,10 @@ class MemoryStore(_OneChange):
         self._unwritten: list[Change] = []
         self.retention = retention
         self._history: OrderedDict[int, Record] = OrderedDict()
-        self._conversations: dict[str, SaveConversation] = {}
+        #: each conversation's newest entry, the least recently active first
+        self._active: dict[str, Record] = {}
+        #: the conversations' titles and closed marks (told when they change)
+        self._titles: dict[str, tuple[str | None, bool]] = {}
         self._history_id = os.urandom(16).hex()
 
     def apply(self, changes: Iterable[Change]) -> None:
@@ -262,8 +288,7 @@ class MemoryStore(_OneChange):
             elif isinstance(change, Record):
                 self._keep_entry(change)
             elif isinstance(change, SaveConversation):
-                self._conversations.pop(change.conversation_id, None)
-                self._conversations[change.conversation_id] = change
+                self._titles[change.conversation_id] = (change.title, change.closed)
             else:
                 detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
                 self._audit.append(change if detail is change.detail else change._replace(detail=detail))
@@ -282,18 +307,24 @@ class MemoryStore(_OneChange):
             self._calls[call.call_id] = call
 
     def _keep_entry(self, record: Record) -> None:
-        history = self._history
-        history[record.seq] = record
-        oldest_seq = self.retention.oldest_seq(record.seq)
-        oldest_at = self.retention.oldest_at(record.at)
+        self._history[record.seq] = record
+        active = self._active
+        active.pop(record.conversation_id, None)  # re-inserted last: the most recently active
+        active[record.conversation_id] = record
+        if self._noted(record, record):
+            self._prune_history()
+
+    def _prune_history(self) -> None:
+        """Delete the entries past the retention's bound, and the conversations they were the last of."""
+        history, (floor, since) = self._history, self._bound()
         first = next(iter(history.values()))
-        if first.seq >= oldest_seq and first.at >= oldest_at:
-            return
-        while first.seq < oldest_seq or first.at < oldest_at:
+        while first.seq <= floor or first.at < since:  # the newest entry is always kept
             del history[first.seq]
-            first = next(iter(history.values()))  # the record just kept is always kept
-        for conversation_id in [c for c, info in self._conversations.items() if info.last_seq < first.seq]:
-            del self._conversations[conversation_id]
+            first = next(iter(history.values()))
+        self._oldest = (first.seq, first.at)
+        for conversation_id in [c for c, newest in self._active.items() if newest.seq < first.seq]:
+            del self._active[conversation_id]
+            self._titles.pop(conversation_id, None)
 
     def history_id(self) -> str:
         """A random id made with this store."""
@@ -305,12 +336,16 @@ class MemoryStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
+        floor, since = self._bound()
+        after, oldest_at = max(after, floor), max(oldest_at, since)
         found = [record for seq, record in self._history.items() if seq > after and record.at >= oldest_at]
         return [record.entry() for record in found[:limit]]
 
     def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
         than ``oldest_at``, oldest first."""
+        floor, since = self._bound()
+        after, oldest_at = max(after, floor), max(oldest_at, since)
         found: list[Record] = []
         for seq, record in reversed(self._history.items()):
             if len(found) >= limit or seq <= after:
@@ -321,7 +356,13 @@ class MemoryStore(_OneChange):
 
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
-        return [c.info() for c in reversed(self._conversations.values())]
+        floor, since = self._bound()
+        listed = []
+        for conversation_id, newest in reversed(self._active.items()):
+            if newest.seq > floor and newest.at >= since:
+                title, closed = self._titles.get(conversation_id, (None, False))
+                listed.append(SaveConversation(conversation_id, title, newest.seq, newest.at, closed).info())
+        return listed
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id`` if known (the object the session saved: a memory store keeps no copies)."""
@@ -547,10 +588,6 @@ class SQLiteStore(_OneChange):
         self._closed = False
         #: ids of the live calls whose row this store wrote (a later save updates only what changed)
         self._written: set[str] = set()
-        #: the oldest and the newest history entry in the file (seq, time): entries past the retention
-        #: are never read, and deleted in bulk (see :meth:`_insert_history`)
-        self._oldest: tuple[int, float] | None = None
-        self._newest: tuple[int, float] | None = None
         #: the conversations' titles and closed marks as written (a conversation's row changes only with them)
         self._titles: dict[str, tuple[str | None, bool]] = {}
         #: the envelope ids in the ``seen`` table, oldest first (a dedupe check reads no row); None: unknown
@@ -732,27 +769,10 @@ class SQLiteStore(_OneChange):
             if titles.get(info.conversation_id) != (info.title, info.closed):
                 execute(_SAVE_CONVERSATION, info)
                 titles[info.conversation_id] = (info.title, info.closed)
-        if records:  # keep what the retention allows, counted from the newest entry
-            newest = records[-1]
-            self._newest = (newest.seq, newest.at)
-            if self._oldest is None:
-                self._oldest = (records[0].seq, records[0].at)
-            # Entries past the bound are never read (:meth:`_bound`); they are deleted once enough of
-            # them are (as the other bounded tables are pruned): a delete with every batch would
-            # write the oldest page of the table with every entry, once the history is full.
-            kept, retention = newest.seq - self._oldest[0] + 1, self.retention
-            aged = retention.max_age is not None and self._oldest[1] < newest.at - retention.max_age * (1 + AGE_SLACK)
-            if _over(kept, retention.limit) or aged:
-                floor, since = self._bound()
-                execute(_PRUNE_HISTORY, (floor + 1, since, newest.seq))
-                self._oldest = self._entry(self._db, "ASC")
-
-    def _bound(self) -> tuple[int, float]:
-        """The seq below the oldest entry the retention keeps, and the oldest time it keeps (from the newest)."""
-        if self._newest is None:
-            return 0, float("-inf")
-        seq, at = self._newest
-        return self.retention.oldest_seq(seq) - 1, self.retention.oldest_at(at)
+        if records and self._noted(records[0], records[-1]):  # past the retention's bound: deleted now
+            floor, since = self._bound()
+            execute(_PRUNE_HISTORY, (floor + 1, since, records[-1].seq))
+            self._oldest = self._entry(self._db, "ASC")
 
     def history_id(self) -> str:
         """The random id made with this store file."""

@@ -781,6 +781,9 @@ def test_the_timestamp_agrees_with_datetime(seconds: float) -> None:
 
     assert _written(format_timestamp, seconds) == _written(_format_slowly, seconds)
     assert _written(format_timestamp, seconds) == _written(_format_slowly, seconds)  # from its cache too
+    later = seconds + 600.25  # a call's deadline, written between its timestamps
+    for moment in (later, seconds, later, seconds):
+        assert _written(format_timestamp, moment) == _written(_format_slowly, moment)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

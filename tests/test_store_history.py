@@ -197,26 +197,40 @@ def test_sqlite_prunes_by_age_along_the_seqs_with_no_index_on_the_time(tmp_path:
         assert "history_at" not in str(plan.fetchall())
 
 
-def test_sqlite_deletes_what_is_past_the_bound_in_bulk_and_never_reads_it(tmp_path: Path) -> None:
-    def rows(store: SQLiteStore) -> int:
-        return int(store._db.execute("SELECT count(*) FROM history").fetchone()[0])
+def test_what_is_past_the_bound_is_deleted_in_bulk_and_never_read(make) -> None:  # type: ignore[no-untyped-def]
+    def rows(store: Store) -> int:
+        if isinstance(store, SQLiteStore):
+            return int(store._db.execute("SELECT count(*) FROM history").fetchone()[0])
+        assert isinstance(store, MemoryStore)
+        return len(store._history)
 
-    with SQLiteStore(tmp_path / "h.sqlite3", retention=Retention(limit=100, max_age=None)) as store:
-        for seq in range(1, 111):  # 10 past the bound: a tenth of the limit, not yet deleted
-            store.apply(entry(seq, START + seq))
-        assert rows(store) == 110
-        assert texts(store)[0] == "m11" and len(texts(store)) == 100  # what is past the bound is never read
-        assert [e.seq for e in store.history_before(12, after=0, oldest_at=EVERYTHING, limit=10)] == [11]
-        store.apply(entry(111, START + 111))  # 11 past it: deleted, all at once
-        assert rows(store) == 100 and texts(store)[0] == "m12"
+    store = make(Retention(limit=100, max_age=None))
+    for seq in range(1, 111):  # 10 past the bound: a tenth of the limit, not yet deleted
+        store.apply(entry(seq, START + seq))
+    assert rows(store) == 110
+    assert texts(store)[0] == "m11" and len(texts(store)) == 100  # what is past the bound is never read
+    assert [e.seq for e in store.history_before(12, after=0, oldest_at=EVERYTHING, limit=10)] == [11]
+    store.apply(entry(111, START + 111))  # 11 past it: deleted, all at once
+    assert rows(store) == 100 and texts(store)[0] == "m12"
 
-    with SQLiteStore(tmp_path / "a.sqlite3", retention=Retention(limit=1000, max_age=100)) as store:
-        store.apply(entry(1, START, "old"))
-        for seq in range(2, 101):
-            store.apply(entry(seq, START + seq))
-        store.apply(entry(101, START + 100.5))  # "old" is past the age limit by less than a hundredth of it
-        assert rows(store) == 101
-        assert "old" not in [c.conversation_id for c in store.conversations()]  # but no longer read
-        store.apply(entry(102, START + 101.5))  # now by more: deleted
-        assert rows(store) == 101 and texts(store)[0] == "m2"
-        assert not store._db.execute("SELECT 1 FROM history WHERE conversation_id = 'old'").fetchall()
+    store = make(Retention(limit=1000, max_age=100))
+    store.apply(entry(1, START, "old"))
+    for seq in range(2, 101):
+        store.apply(entry(seq, START + seq))
+    store.apply(entry(101, START + 100.5))  # "old" is past the age limit by less than a hundredth of it
+    assert rows(store) == 101
+    assert "old" not in [c.conversation_id for c in store.conversations()]  # but no longer read
+    store.apply(entry(102, START + 101.5))  # now by more: deleted
+    assert rows(store) == 101 and texts(store)[0] == "m2"
+    assert "old" not in [c.conversation_id for c in store.conversations()]
+    assert store.history_after(0, oldest_at=EVERYTHING, limit=1)[0].seq == 2
+
+
+def test_a_conversation_lists_its_newest_entry_though_only_its_title_was_told(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    store.apply(entry(1, START, "a"))
+    store.apply([Record(2, START + 5, "a", "text.out", {"text": "more"})])  # no SaveConversation: same title
+    listed = store.conversations()
+    assert [(c.conversation_id, c.title, c.last_seq, c.updated_at) for c in listed] == [
+        ("a", "A", 2, format_timestamp(START + 5))
+    ]

@@ -41,6 +41,8 @@ class CallState(enum.StrEnum):
 
 _LIVE_ORDER = [CallState.CREATED, CallState.DELIVERED, CallState.ACKNOWLEDGED, CallState.WAITING_USER]
 TERMINAL: frozenset[CallState] = frozenset(set(CallState) - set(_LIVE_ORDER))
+#: each state by its value (what ``CallState(value)`` finds, without the enum's call)
+_STATE_OF: dict[str, CallState] = {state.value: state for state in CallState}
 
 
 def parse_timestamp(value: str) -> float:
@@ -55,8 +57,9 @@ def format_timestamp(seconds: float) -> str:
     """An ISO 8601 UTC timestamp for seconds since the epoch, to the millisecond.
 
     The same text as ``datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")``
-    (:func:`_format_slowly`), which it stands in for: the date and time of the whole second are
-    written once per second, and only the milliseconds for each call.
+    (:func:`_format_slowly`), which it stands in for: the date and time of a whole second are
+    written once, and only the milliseconds for each call. The last few seconds written are kept
+    (a call's timestamps and its deadline, minutes later, alternate).
     """
     whole = math.floor(seconds)
     micros = round((seconds - whole) * 1_000_000)  # rounded half to even, as datetime rounds
@@ -64,10 +67,12 @@ def format_timestamp(seconds: float) -> str:
         whole, micros = whole + 1, micros - 1_000_000
     if whole < 0 or whole > _LAST_SECOND:
         return _format_slowly(seconds)
-    second = _second[0]  # read once: another thread may write it meanwhile
-    if second[0] != whole:
-        second = _second[0] = (whole, datetime.fromtimestamp(whole, UTC).isoformat()[:19])
-    return f"{second[1]}.{micros // 1000:03d}+00:00"
+    text = _seconds.get(whole)
+    if text is None:
+        if len(_seconds) >= _SECONDS_KEPT:
+            _seconds.clear()  # dict operations hold the GIL: another thread's at worst writes one again
+        text = _seconds[whole] = datetime.fromtimestamp(whole, UTC).isoformat()[:19]
+    return f"{text}.{micros // 1000:03d}+00:00"
 
 
 def _format_slowly(seconds: float) -> str:
@@ -77,8 +82,9 @@ def _format_slowly(seconds: float) -> str:
 
 #: the last second of year 9999 (datetime's end)
 _LAST_SECOND = 253_402_300_799
-#: the whole second :func:`format_timestamp` wrote last, and its text up to the seconds
-_second: list[tuple[int, str]] = [(-1, "")]
+#: the whole seconds :func:`format_timestamp` wrote last, and their text up to the seconds
+_seconds: dict[int, str] = {}
+_SECONDS_KEPT = 16
 
 
 @dataclass
@@ -149,7 +155,7 @@ class Call:
         if name != result.name or action != result.action:  # fill them in on a copy (most Apps send both)
             result = result.model_copy(update={"name": name, "action": action})
         self.result = result
-        self._enter(CallState(result.status), now)
+        self._enter(_STATE_OF[result.status], now)
         return True
 
     def end(self, status: CallStatus, message: str, *, now: float | None = None, **extra: Any) -> bool:

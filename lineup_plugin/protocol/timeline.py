@@ -105,7 +105,8 @@ class Timeline(Generic[L]):
         closed = event == "conversation" and fields.get("closed", known is not None and known.closed) is True
         info = SaveConversation(conversation_id, title, seq, now, closed)
         conversations[conversation_id] = info
-        batch.changes.append(info)
+        if known is None or known.title != title or known.closed != closed:  # its latest entry: the record's
+            batch.changes.append(info)
         oldest = self.retention.oldest_seq(seq)
         if oldest > 1 or len(conversations) > MAX_CONVERSATIONS:  # only then may a conversation's history be gone
             while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:
@@ -114,14 +115,12 @@ class Timeline(Generic[L]):
 
     def record_end(self, call: Call) -> int | None:
         """Keep how ``call`` ended (and who answered it, :attr:`Call.answered_by`) in the history; the entry's seq."""
-        fields = {"device_id": call.answered_by, "device_name": call.answered_name}
-        entry = self.record(
-            "call.end",
-            call.conversation_id,
-            call_id=call.call_id,
-            result=call.result,
-            **{key: value for key, value in fields.items() if value is not None},
-        )
+        fields: dict[str, Any] = {"result": call.result}
+        if call.answered_by is not None:
+            fields["device_id"] = call.answered_by
+        if call.answered_name is not None:
+            fields["device_name"] = call.answered_name
+        entry = self.record("call.end", call.conversation_id, call_id=call.call_id, **fields)
         return entry.seq if entry is not None else None
 
     def keep_text(self, text: TextReceived) -> None:
