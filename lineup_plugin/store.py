@@ -820,7 +820,7 @@ class SQLiteStore(_OneChange):
         done = call.done
         result = call.result.model_dump_json(exclude_none=True) if call.result is not None else None
         history = to_json([(state.value, at) for state, at in call.history]).decode()
-        answered = json.dumps([call.answered_by, call.answered_name]) if call.answered_by is not None else None
+        answered = to_json([call.answered_by, call.answered_name]).decode() if call.answered_by is not None else None
         if call_id in self._written:
             params: tuple[Any, ...] = (
                 str(call.state),

@@ -276,7 +276,7 @@ class Outbox(Generic[L]):
     """The one batch the parts of a session fill, with the session's clock, and what it holds
     that the store does not know yet (the store learns it when the driver commits the batch)."""
 
-    __slots__ = ("_ended", "_seen", "batch", "clock")
+    __slots__ = ("_ended", "_saved", "_seen", "batch", "clock")
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -285,6 +285,8 @@ class Outbox(Generic[L]):
         self._seen: set[str] = set()
         #: calls that ended since the last take
         self._ended: dict[str, Call] = {}
+        #: the calls (by object) this batch saves: written as they stand when it is committed
+        self._saved: set[int] = set()
 
     def take(self) -> Batch[L]:
         """The batch so far; a new one starts (the driver commits this one now)."""
@@ -293,11 +295,15 @@ class Outbox(Generic[L]):
             self._ended.clear()
         if self._seen:
             self._seen.clear()
+        if self._saved:
+            self._saved.clear()
         return batch
 
     def save(self, call: Call) -> None:
-        """Store change: write ``call`` as it stands."""
-        self.batch.changes.append(SaveCall(call))
+        """Store change: write ``call`` as it stands when the batch is committed (so once a batch)."""
+        if id(call) not in self._saved:  # the batch holds the call: no other object takes its id meanwhile
+            self._saved.add(id(call))
+            self.batch.changes.append(SaveCall(call))
 
     def audit(self, event: str, *, call_id: str | None = None, device_id: str | None = None, detail: str = "") -> None:
         """Store change: one audit record, made now."""
