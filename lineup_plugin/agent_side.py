@@ -187,7 +187,8 @@ class AgentSide(ABC):
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        await self._await_expected_device()  # a transport bringing a device: not no_app meanwhile
+        if not self.connected:  # a transport bringing a device: not no_app meanwhile
+            await self._await_expected_device()
         call = self.session.start_call(request, wait=wait, forwarded=detached, conversation_id=conversation_id)
         self._flush()
         return await self._wait(call, owner=not detached)

@@ -207,9 +207,9 @@ class Hub(AgentSide):
         self._retry = None
         self._flush()
 
-    async def _settle(self) -> None:
-        """Flush, then run the events that need the runtime (each may produce more to flush)."""
-        for event in self._flush():
+    async def _run(self, events: list[Event]) -> None:
+        """Run the events of a flush that need the runtime (each may produce more to flush)."""
+        for event in events:
             if isinstance(event, TextReceived):
                 self.text_conversation = event.conversation_id
                 await self._text(event)
@@ -260,7 +260,8 @@ class Hub(AgentSide):
         message = session.decode(link, text, parsed=parsed)
         if message is not None:
             session.receive(link, message, self.store.read(session.wants(link, message)))
-        await self._settle()
+        if events := self._flush():  # most batches have none: no coroutine for them
+            await self._run(events)
 
     async def receive_object(self, link: Link, data: Any) -> None:
         """Handle one JSON object a transport has parsed already (e.g. out of an IM message)."""
@@ -269,13 +270,15 @@ class Hub(AgentSide):
     async def handle(self, link: Link, message: Envelope) -> None:
         """Handle one decoded envelope from ``link``, with what the store knows of it."""
         self.session.receive(link, message, self.store.read(self.session.wants(link, message)))
-        await self._settle()
+        if events := self._flush():  # most batches have none: no coroutine for them
+            await self._run(events)
 
     async def disconnect(self, link: Link) -> None:
         """The connection ``link`` ended; its device's calls stay live until answered elsewhere or expired."""
         self.files.abort(link)
         self.session.close(link)
-        await self._settle()
+        if events := self._flush():  # most batches have none: no coroutine for them
+            await self._run(events)
 
     def reply(self, link: Link, payload: Payload) -> None:
         """Send ``payload`` to the device on ``link`` (e.g. an ``error`` about its transport)."""
