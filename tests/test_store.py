@@ -311,8 +311,8 @@ def test_a_version_1_file_is_migrated_and_its_calls_read_back_not_forwarded(db_p
     finally:
         store.close()
     with sqlite3.connect(db_path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
-        assert not db.execute("SELECT 1 FROM sqlite_schema WHERE name = 'history_at'").fetchall()
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert not db.execute("SELECT 1 FROM sqlite_schema WHERE name IN ('history_at', 'calls_live')").fetchall()
     db.close()
 
 

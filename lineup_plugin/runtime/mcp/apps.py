@@ -244,7 +244,7 @@ class HostCards:
         action, split = split_arguments(registered.definition, arguments)
         return [
             call.request.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for call in hub.store.pending_calls()
+            for call in hub.session.calls.all()  # the store's pending calls, as the session holds them
             if (call.request.name, call.request.action, call.request.arguments) == (tool, action, split)
             and call.created_at >= since
         ]
