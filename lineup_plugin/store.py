@@ -270,10 +270,7 @@ class MemoryStore(_OneChange):
         self._unwritten: list[Change] = []
         self.retention = retention
         self._history: OrderedDict[int, Record] = OrderedDict()
-        #: each conversation's newest entry, the least recently active first
-        self._active: dict[str, Record] = {}
-        #: the conversations' titles and closed marks (told when they change)
-        self._titles: dict[str, tuple[str | None, bool]] = {}
+        self._conversations: dict[str, SaveConversation] = {}
         self._history_id = os.urandom(16).hex()
 
     def apply(self, changes: Iterable[Change]) -> None:
@@ -288,7 +285,8 @@ class MemoryStore(_OneChange):
             elif isinstance(change, Record):
                 self._keep_entry(change)
             elif isinstance(change, SaveConversation):
-                self._titles[change.conversation_id] = (change.title, change.closed)
+                self._conversations.pop(change.conversation_id, None)
+                self._conversations[change.conversation_id] = change
             else:
                 detail = self._redact(change.detail) if change.detail and self._secrets else change.detail
                 self._audit.append(change if detail is change.detail else change._replace(detail=detail))
@@ -308,9 +306,6 @@ class MemoryStore(_OneChange):
 
     def _keep_entry(self, record: Record) -> None:
         self._history[record.seq] = record
-        active = self._active
-        active.pop(record.conversation_id, None)  # re-inserted last: the most recently active
-        active[record.conversation_id] = record
         if self._noted(record, record):
             self._prune_history()
 
@@ -322,9 +317,8 @@ class MemoryStore(_OneChange):
             del history[first.seq]
             first = next(iter(history.values()))
         self._oldest = (first.seq, first.at)
-        for conversation_id in [c for c, newest in self._active.items() if newest.seq < first.seq]:
-            del self._active[conversation_id]
-            self._titles.pop(conversation_id, None)
+        for conversation_id in [c for c, info in self._conversations.items() if info.last_seq < first.seq]:
+            del self._conversations[conversation_id]
 
     def history_id(self) -> str:
         """A random id made with this store."""
@@ -357,12 +351,11 @@ class MemoryStore(_OneChange):
     def conversations(self) -> list[ConversationInfo]:
         """The conversations with history kept, most recently active first."""
         floor, since = self._bound()
-        listed = []
-        for conversation_id, newest in reversed(self._active.items()):
-            if newest.seq > floor and newest.at >= since:
-                title, closed = self._titles.get(conversation_id, (None, False))
-                listed.append(SaveConversation(conversation_id, title, newest.seq, newest.at, closed).info())
-        return listed
+        return [
+            c.info()
+            for c in reversed(self._conversations.values())
+            if c.last_seq > floor and (c.updated_at is None or c.updated_at >= since)
+        ]
 
     def get_call(self, call_id: str) -> Call | None:
         """The call with ``call_id`` if known (the object the session saved: a memory store keeps no copies)."""

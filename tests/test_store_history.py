@@ -226,11 +226,27 @@ def test_what_is_past_the_bound_is_deleted_in_bulk_and_never_read(make) -> None:
     assert store.history_after(0, oldest_at=EVERYTHING, limit=1)[0].seq == 2
 
 
-def test_a_conversation_lists_its_newest_entry_though_only_its_title_was_told(make) -> None:  # type: ignore[no-untyped-def]
-    store = make()
-    store.apply(entry(1, START, "a"))
-    store.apply([Record(2, START + 5, "a", "text.out", {"text": "more"})])  # no SaveConversation: same title
-    listed = store.conversations()
-    assert [(c.conversation_id, c.title, c.last_seq, c.updated_at) for c in listed] == [
-        ("a", "A", 2, format_timestamp(START + 5))
-    ]
+def test_a_conversation_keeps_its_title_when_it_comes_back_after_its_entries_aged_out(make) -> None:  # type: ignore[no-untyped-def]
+    from lineup_plugin.protocol.devices import Devices
+    from lineup_plugin.protocol.outputs import Outbox
+    from lineup_plugin.protocol.timeline import Timeline
+
+    retention = Retention(limit=1000, max_age=100)
+    store = make(retention)
+    clock = [START]
+    out: Outbox[str] = Outbox(lambda: clock[0])
+    devices: Devices[str] = Devices(out, agent_id="agent", conversation_id="default")
+    timeline: Timeline[str] = Timeline(out, devices, retention=retention, kept=store.kept())
+
+    def record(conversation_id: str, **fields: object) -> None:
+        timeline.record("text.out", conversation_id, **fields)
+        store.apply(out.take().changes)
+
+    record("a", title="Deploys")
+    for step in range(1, 4):  # "a" ages out of the store (well past the age limit and its slack)
+        clock[0] = START + 150 * step
+        record("b", text="busy")
+    assert "a" not in [c.conversation_id for c in store.conversations()]
+    record("a", text="back again")
+    newest = store.conversations()[0]  # the most recently active first
+    assert (newest.conversation_id, newest.title) == ("a", "Deploys")

@@ -98,9 +98,7 @@ class SaveConversation(NamedTuple):
     """Store change: insert or update this conversation: its title, its latest seq and that entry's time,
     whether the user closed it.
 
-    A plain tuple; :meth:`info` is its wire form. A session tells it with the entry that makes a
-    conversation, retitles, closes or opens it; its latest entry is every other time the store's
-    newest :class:`Record` of it.
+    A plain tuple (made for every entry); :meth:`info` is its wire form.
     """
 
     conversation_id: str

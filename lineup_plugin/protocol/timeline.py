@@ -105,8 +105,7 @@ class Timeline(Generic[L]):
         closed = event == "conversation" and fields.get("closed", known is not None and known.closed) is True
         info = SaveConversation(conversation_id, title, seq, now, closed)
         conversations[conversation_id] = info
-        if known is None or known.title != title or known.closed != closed:  # its latest entry: the record's
-            batch.changes.append(info)
+        batch.changes.append(info)
         oldest = self.retention.oldest_seq(seq)
         if oldest > 1 or len(conversations) > MAX_CONVERSATIONS:  # only then may a conversation's history be gone
             while len(conversations) > MAX_CONVERSATIONS or next(iter(conversations.values())).last_seq < oldest:

@@ -41,22 +41,6 @@ def test_entries_count_on_from_the_kept_head_and_carry_the_clock_time() -> None:
     assert out.take().changes == [record, SaveConversation("default", None, 42, 1234.5)]
 
 
-def test_the_conversation_is_told_the_store_only_when_it_is_new_retitled_closed_or_opened() -> None:
-    clock, out, timeline = make(Kept("h1", head=0))
-    timeline.record("text.out", "default", text="hi")
-    assert any(isinstance(change, SaveConversation) for change in out.take().changes)  # new
-    clock.now = 1001.0
-    second = timeline.record("text.out", "default", text="again")
-    assert out.take().changes == [second]  # its latest entry is the record itself
-    timeline.record("conversation", "default", title="Deploys")
-    assert out.take().changes[1:] == [SaveConversation("default", "Deploys", 3, 1001.0)]
-    timeline.record("conversation", "default", title="Deploys", closed=True)
-    assert out.take().changes[1:] == [SaveConversation("default", "Deploys", 4, 1001.0, closed=True)]
-    timeline.record("text.out", "default", text="back")  # its next entry opens it again
-    assert out.take().changes[1:] == [SaveConversation("default", "Deploys", 5, 1001.0)]
-    assert [(c.conversation_id, c.last_seq, c.closed) for c in timeline.conversations()] == [("default", 5, False)]
-
-
 def test_history_off_keeps_nothing() -> None:
     _, out, timeline = make(Kept("h1"), Retention(limit=0))
     assert timeline.record("text.out", "default", text="hi") is None and not out.take()
