@@ -237,6 +237,25 @@ class Gateway:
 
         asyncio.run_coroutine_threadsafe(idle(), self.loop).result(timeout)
 
+    def tracking(self, chat: str = "app", timeout: float = 60.0) -> None:
+        """Block until Hermes tracks the agent of the running turn in the App's ``chat``: its
+        ``_running_agents`` slot holds the agent, no longer a placeholder. Only then does Hermes
+        interrupt the turn for new text (``busy_input_mode: interrupt``) or stop it for ``/stop``;
+        before, it queues the text for after the turn. Hermes fills the slot by polling every
+        50 ms once the turn has started, and exposes no event for it: a person never answers a
+        card that fast, but a test that sends text as soon as the card comes does.
+        """
+        from gateway.run import _AGENT_PENDING_SENTINEL
+
+        async def tracked() -> None:
+            while True:
+                agent = self.runner._running_agents.get(f"agent:main:lineup:dm:{chat}")
+                if agent is not None and agent is not _AGENT_PENDING_SENTINEL:
+                    return
+                await asyncio.sleep(0.01)  # Hermes' own check is a poll too
+
+        asyncio.run_coroutine_threadsafe(tracked(), self.loop).result(timeout)
+
 
 @contextmanager
 def running_gateway(hermes: Hermes) -> Iterator[Gateway]:

@@ -510,6 +510,7 @@ class TestGateway:
         held = Gate()
         app, first = await start_streaming(hermes, gateway, "count", "Counting the files: one, two, ", held, "three.")
         try:
+            await anyio.to_thread.run_sync(gateway.tracking)  # as a person would: Hermes runs the turn
             await app.send(AgentStop(reason="stop button"))
             while True:
                 settled = (await app.next("text")).payload
@@ -532,6 +533,7 @@ class TestGateway:
         try:
             await app.send(Text(text="deploy the app"))
             card = await app.next_call()
+            await anyio.to_thread.run_sync(gateway.tracking)  # as a person would: Hermes runs the turn
             await app.send(Text(text="stop, do not deploy"))
             cancel = (await app.next("tool.cancel")).payload
             assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
@@ -700,6 +702,7 @@ class TestGateway:
         try:
             await app.send(Text(text="deploy the app"))
             card = await app.next_call()
+            await anyio.to_thread.run_sync(gateway.tracking)  # as a person would: Hermes runs the turn
             await app.send(AgentStop(reason="stop button"))
             cancel = (await app.next("tool.cancel")).payload
             assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
@@ -769,6 +772,7 @@ class TestGatewayInTheBrowser:
         held = Gate()
         page, reply = await self.streaming(hermes, gateway, browser, "rename", "Renaming: report-01, ", held, "rest")
         try:
+            await anyio.to_thread.run_sync(gateway.tracking)  # as a person would: Hermes runs the turn
             await page.get_by_role("button", name="Stop").click()
             await expect(reply).to_have_attribute("data-state", "interrupted", timeout=self.SLOW)
             await expect(reply.locator(".msg-note")).to_have_text("Interrupted — the reply stopped here.")
