@@ -260,7 +260,7 @@ class Hub(AgentSide):
         message = session.decode(link, text, parsed=parsed)
         if message is not None:
             session.receive(link, message, self.store.read(session.wants(link, message)))
-        if events := self._flush():  # most batches have none: no coroutine for them
+        if events := self._flush():  # most of an App's messages make none: no coroutine for them
             await self._run(events)
 
     async def receive_object(self, link: Link, data: Any) -> None:
@@ -270,15 +270,13 @@ class Hub(AgentSide):
     async def handle(self, link: Link, message: Envelope) -> None:
         """Handle one decoded envelope from ``link``, with what the store knows of it."""
         self.session.receive(link, message, self.store.read(self.session.wants(link, message)))
-        if events := self._flush():  # most batches have none: no coroutine for them
-            await self._run(events)
+        await self._run(self._flush())
 
     async def disconnect(self, link: Link) -> None:
         """The connection ``link`` ended; its device's calls stay live until answered elsewhere or expired."""
         self.files.abort(link)
         self.session.close(link)
-        if events := self._flush():  # most batches have none: no coroutine for them
-            await self._run(events)
+        await self._run(self._flush())
 
     def reply(self, link: Link, payload: Payload) -> None:
         """Send ``payload`` to the device on ``link`` (e.g. an ``error`` about its transport)."""

@@ -139,6 +139,11 @@ class _OneChange(ABC):
         seq, at = self._newest
         return self.retention.oldest_seq(seq) - 1, self.retention.oldest_at(at)
 
+    def _within_bound(self, after: int, oldest_at: float) -> tuple[int, float]:
+        """A read's ``after`` and ``oldest_at`` narrowed to what the retention keeps (see :meth:`_bound`)."""
+        floor, since = self._bound()
+        return max(after, floor), max(oldest_at, since)
+
     def _redact(self, detail: str) -> str:
         """``detail`` with every secret written ``[redacted]`` (the same object when it holds none)."""
         for secret in self._secrets:
@@ -330,16 +335,14 @@ class MemoryStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
-        floor, since = self._bound()
-        after, oldest_at = max(after, floor), max(oldest_at, since)
+        after, oldest_at = self._within_bound(after, oldest_at)
         found = [record for seq, record in self._history.items() if seq > after and record.at >= oldest_at]
         return [record.entry() for record in found[:limit]]
 
     def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
         than ``oldest_at``, oldest first."""
-        floor, since = self._bound()
-        after, oldest_at = max(after, floor), max(oldest_at, since)
+        after, oldest_at = self._within_bound(after, oldest_at)
         found: list[Record] = []
         for seq, record in reversed(self._history.items()):
             if len(found) >= limit or seq <= after:
@@ -781,15 +784,14 @@ class SQLiteStore(_OneChange):
 
     def history_after(self, after: int, *, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """At most ``limit`` kept entries after seq ``after`` and not older than ``oldest_at``, oldest first."""
-        floor, since = self._bound()
-        params = (max(after, floor), max(oldest_at, since), limit)
+        params = (*self._within_bound(after, oldest_at), limit)
         return self._entries(self._read("reading the history", _READ_HISTORY, params))
 
     def history_before(self, before: int, *, after: int, oldest_at: float, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` kept entries between seqs ``after`` and ``before`` (both excluded), not older
         than ``oldest_at``, oldest first."""
-        floor, since = self._bound()
-        params = (max(after, floor), before, max(oldest_at, since), limit)
+        after, oldest_at = self._within_bound(after, oldest_at)
+        params = (after, before, oldest_at, limit)
         return self._entries(self._read("reading the history", _READ_HISTORY_BEFORE, params)[::-1])
 
     def _entries(self, rows: list[Any]) -> list[HistoryEntry]:

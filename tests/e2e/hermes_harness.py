@@ -239,7 +239,7 @@ class Gateway:
 
     def tracking(self, chat: str = "app", timeout: float = 60.0) -> None:
         """Block until Hermes tracks the agent of the running turn in the App's ``chat``: its
-        ``_running_agents`` slot holds the agent, no longer a placeholder. Only then does Hermes
+        ``_running_agents`` slot holds the agent, no longer Hermes' pending sentinel. Only then does Hermes
         interrupt the turn for new text (``busy_input_mode: interrupt``) or stop it for ``/stop``;
         before, it queues the text for after the turn. Hermes fills the slot by polling every
         50 ms once the turn has started, and exposes no event for it: a person never answers a
