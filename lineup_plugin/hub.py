@@ -207,8 +207,8 @@ class Hub(AgentSide):
         self._retry = None
         self._flush()
 
-    async def _run(self, events: list[Event]) -> None:
-        """Run the events of a flush that need the runtime (each may produce more to flush)."""
+    async def run_events(self, events: list[Event]) -> None:
+        """Run the events of a flush that need the runtime (each may produce more to flush), in order."""
         for event in events:
             if isinstance(event, TextReceived):
                 self.text_conversation = event.conversation_id
@@ -256,12 +256,18 @@ class Hub(AgentSide):
     async def receive(self, link: Link, text: str | bytes | Any, *, parsed: bool = False) -> None:
         """Handle one message that arrived on ``link`` (``parsed``: a JSON value a transport parsed already,
         e.g. out of an IM message); bad input is answered with an ``error``."""
+        if events := self.receive_now(link, text, parsed=parsed):  # most of an App's messages make none
+            await self.run_events(events)
+
+    def receive_now(self, link: Link, text: str | bytes | Any, *, parsed: bool = False) -> list[Event]:
+        """:meth:`receive` as far as it goes without the runtime: the message is applied, committed and
+        answered; the events left for the runtime, for :meth:`run_events` (most messages leave none).
+        A transport may call it from its own callback, as the message arrives (no task switch)."""
         session = self.session
         message = session.decode(link, text, parsed=parsed)
         if message is not None:
             session.receive(link, message, self.store.read(session.wants(link, message)))
-        if events := self._flush():  # most of an App's messages make none: no coroutine for them
-            await self._run(events)
+        return self._flush()
 
     async def receive_object(self, link: Link, data: Any) -> None:
         """Handle one JSON object a transport has parsed already (e.g. out of an IM message)."""
@@ -270,13 +276,13 @@ class Hub(AgentSide):
     async def handle(self, link: Link, message: Envelope) -> None:
         """Handle one decoded envelope from ``link``, with what the store knows of it."""
         self.session.receive(link, message, self.store.read(self.session.wants(link, message)))
-        await self._run(self._flush())
+        await self.run_events(self._flush())
 
     async def disconnect(self, link: Link) -> None:
         """The connection ``link`` ended; its device's calls stay live until answered elsewhere or expired."""
         self.files.abort(link)
         self.session.close(link)
-        await self._run(self._flush())
+        await self.run_events(self._flush())
 
     def reply(self, link: Link, payload: Payload) -> None:
         """Send ``payload`` to the device on ``link`` (e.g. an ``error`` about its transport)."""

@@ -27,7 +27,8 @@ from lineup_plugin.protocol.calls import CallState
 from lineup_plugin.protocol.messages import Error, Text, ToolCall, ToolCancel, ToolList, ToolResult
 from lineup_plugin.store import SQLiteStore
 from lineup_plugin.transports.direct.auth import AuthThrottle
-from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, TOO_MANY, DirectServer, Limits
+from lineup_plugin.transports.direct.reading import FLOODED
+from lineup_plugin.transports.direct.server import QUEUE_FULL, TOO_MANY, DirectServer, Limits
 
 from .wsapp import WsApp, encode_from, wait_until
 

@@ -22,7 +22,8 @@ from lineup_plugin.errors import TransportError
 from lineup_plugin.protocol.messages import CallOutcome, Error, Text, ToolCancel, ToolList, ToolResult
 from lineup_plugin.transports.app_files import packaged_app
 from lineup_plugin.transports.direct.auth import AuthThrottle
-from lineup_plugin.transports.direct.server import FLOODED, QUEUE_FULL, DirectServer, Limits
+from lineup_plugin.transports.direct.reading import FLOODED
+from lineup_plugin.transports.direct.server import QUEUE_FULL, DirectServer, Limits
 from tests.wsapp import WsApp, encode_from, hello_text, wait_until
 
 TOKEN = "direct-test-token-0123456789"
@@ -443,15 +444,12 @@ async def test_an_answer_sent_just_before_the_app_closed_is_applied_though_a_sen
         call = await app.next_call()
         link = next(p.link for p in hub.peers if p.device_id == "phone")
         held, release = asyncio.Event(), asyncio.Event()
-        receive = hub.receive
 
-        async def holding(on: Any, text: Any, **options: Any) -> None:  # the server's reading of this App waits
-            if on is link and not release.is_set():
-                held.set()
-                await release.wait()
-            await receive(on, text, **options)
+        async def holding(device_id: str, text: str) -> None:  # the runtime takes the text: what follows waits
+            held.set()
+            await release.wait()
 
-        monkeypatch.setattr(hub, "receive", holding)
+        monkeypatch.setattr(hub, "on_text", holding)
         await app.send(Text(text="one moment"))
         await held.wait()
         await app.send(ToolResult(call_id=call.call_id, status="completed", result=ANSWER))
@@ -462,6 +460,65 @@ async def test_an_answer_sent_just_before_the_app_closed_is_applied_though_a_sen
 
         result = await asyncio.wait_for(calling, 30)  # a backstop, not a timing
         assert (result.status, result.result) == ("completed", ANSWER)
+
+
+async def test_messages_in_one_read_are_applied_in_order_taken_at_once_or_queued(tmp_path: Path) -> None:
+    # One write holds many messages: the first is handled as it arrives, the others queue behind it
+    # (one per read), and a text the runtime is still taking holds back everything after it.
+    async with running(tmp_path, limits=Limits(message_rate=1e6, message_burst=1000)) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone", compression=None)
+        calling = asyncio.create_task(hub.call("choice", CHOICE))
+        call = await app.next_call()
+        seen: list[str] = []  # the texts the runtime took, in the order it was done with them
+        taking_t0, release = asyncio.Event(), asyncio.Event()
+
+        async def taking(device_id: str, text: str) -> None:
+            if text == "t0":  # the runtime takes its time with the first text
+                taking_t0.set()
+                await release.wait()
+            seen.append(text)
+
+        hub.on_text = taking
+        frames = [encode_from("phone", Text(text=f"t{index}")) for index in range(20)]
+        frames.insert(10, encode_from("phone", ToolResult(call_id=call.call_id, status="completed", result=ANSWER)))
+        for frame in frames:
+            app.ws.protocol.send_text(frame.encode())
+        app.ws.transport.write(b"".join(app.ws.protocol.data_to_send()))  # one write, every frame
+        await taking_t0.wait()
+        try:
+            assert not calling.done() and not seen  # the answer and the texts wait behind the text before them
+        finally:
+            release.set()
+        assert (await asyncio.wait_for(calling, 30)).result == ANSWER  # a backstop, not a timing
+        await wait_until(lambda: len(seen) == 20)
+        assert seen == [f"t{index}" for index in range(20)]
+        while "t19" not in (await app.next("history")).model_dump_json():  # the App reads what it was sent
+            pass
+        await app.close()
+
+
+async def test_a_failure_in_the_hub_costs_one_message_not_the_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(tmp_path) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone")
+        receive_now = hub.receive_now
+
+        def failing_once(link: Any, text: Any, **options: Any) -> Any:
+            monkeypatch.setattr(hub, "receive_now", receive_now)
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(hub, "receive_now", failing_once)
+        await app.send(Text(text="lost to the bug"))
+        error = (await app.next("error")).payload
+        assert isinstance(error, Error)
+        assert (error.code, error.message) == ("internal_error", "the agent could not handle this message")
+        calling = asyncio.create_task(hub.call("choice", CHOICE))
+        await app.answer(await app.next_call(), **ANSWER)
+        assert (await asyncio.wait_for(calling, 30)).result == ANSWER  # a backstop, not a timing
+        await app.close()
 
 
 async def test_burst_larger_than_the_queue_reaches_an_app_that_reads(tmp_path: Path) -> None:

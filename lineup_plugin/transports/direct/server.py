@@ -73,7 +73,6 @@ from .api import API_PREFIX, SECURITY_HEADERS, HttpApi, response
 from .auth import (
     AuthThrottle,
     QuietHandshakes,
-    TokenBucket,
     host_allowed,
     load_or_create_token,
     local_names,
@@ -81,6 +80,7 @@ from .auth import (
     printable,
     token_matches,
 )
+from .reading import AppConnection, AppReader
 from .static import AppFiles
 from .tls import certificate_names, server_context
 
@@ -106,7 +106,6 @@ WRITE_LIMIT = 2**15
 #: judged not reading (one that takes some, however slowly, keeps its connection)
 READING_GRACE = 0.5
 QUEUE_FULL = "send queue full: the App is not reading"
-FLOODED = "rate limit exceeded: too many messages"
 TOO_MANY = "too many connections"
 
 _SECURITY_HEADERS = (*SECURITY_HEADERS, ("Cache-Control", "no-cache"))
@@ -417,6 +416,7 @@ class DirectServer:
                 self.options.host,
                 self.options.port,
                 process_request=self._process_request,
+                create_connection=AppConnection,
                 max_size=min(self.limits.hello_bytes, self.options.max_frame_bytes),  # raised after the hello
                 logger=QuietHandshakes(logging.getLogger("websockets.server")),
                 ping_interval=self.options.heartbeat,
@@ -580,6 +580,7 @@ class DirectServer:
     # ------------------------------------------------------------------------- WebSocket
 
     async def _handle(self, connection: ServerConnection) -> None:
+        assert isinstance(connection, AppConnection)  # serve() makes them
         attached = self._attached()
         if attached >= self.options.max_connections:
             log.info("refused a connection: %d App connections are open", attached)
@@ -601,7 +602,12 @@ class DirectServer:
                 link.shut(TRY_AGAIN_LATER, TOO_MANY, flush=True)
             elif attached:
                 connection.protocol.max_size = self.options.max_frame_bytes  # the hello was small; answers may not be
-                await self._session(connection, link)
+                limits = self.limits
+                reader = AppReader(
+                    self.hub, connection, link, rate=limits.message_rate, burst=limits.message_burst,
+                    strikes=limits.flood_strikes,
+                )  # fmt: skip
+                await reader.run()
         except ConnectionClosed:
             pass
         finally:
@@ -638,7 +644,7 @@ class DirectServer:
             close_connection(oldest, TRY_AGAIN_LATER, TOO_MANY, self.limits.shutdown_timeout), name="lineup-make-room"
         )
 
-    async def _handshake(self, connection: ServerConnection, link: DirectLink, address: str) -> bool:
+    async def _handshake(self, connection: AppConnection, link: DirectLink, address: str) -> bool:
         """Hand the first message to the hub's handshake; whether the device is attached.
 
         The first message may be at most :attr:`Limits.hello_bytes` long. The hub checks the
@@ -649,7 +655,7 @@ class DirectServer:
         """
         timeout = self.limits.hello_timeout
         try:
-            first = await asyncio.wait_for(connection.recv(), timeout)
+            first = await asyncio.wait_for(connection.next_message(), timeout)
             self._spoke.add(connection)
         except TimeoutError:
             message = f"no device.hello within {timeout:g} s"
@@ -690,38 +696,3 @@ class DirectServer:
                 task.cancel()
             await asyncio.gather(turn, gone, stopping, return_exceptions=True)
         return self.hub.attached(link)
-
-    async def _session(self, connection: ServerConnection, link: DirectLink) -> None:
-        bucket = TokenBucket(self.limits.message_rate, self.limits.message_burst)
-        strikes = 0
-        async for data in connection:
-            if link.shutting:
-                continue  # the agent closes it: drain what the App still sends until its close arrives
-            wait = bucket.delay()
-            if wait > 0:
-                strikes += 1
-                if strikes == 1:
-                    rate = self.limits.message_rate
-                    self._tell(link, "rate_limited", f"over {rate:g} messages per second; slow down")
-                if strikes > self.limits.flood_strikes:
-                    log.warning("closing %s: it kept flooding", link.name)
-                    link.shut(POLICY_VIOLATION, FLOODED, flush=True)
-                    continue
-                await asyncio.sleep(wait)  # backpressure: nothing is dropped, this App is read slower
-            else:
-                strikes = 0
-            if isinstance(data, bytes):
-                self._tell(link, "binary_not_supported", "binary frames are not supported; send JSON text")
-                continue
-            try:
-                await self.hub.receive(link, data)
-            except Exception:  # a bug must cost one message, not the connection
-                log.exception("the hub failed on a message from %s", link.name)
-                self._tell(link, "internal_error", "the agent could not handle this message")
-            # One message, then a turn for every other connection: the next message may be read
-            # already and would be handled at once, without yielding, so a busy App could take the
-            # loop for as long as it keeps sending, and a new App's hello waited behind all of it.
-            await asyncio.sleep(0)
-
-    def _tell(self, link: DirectLink, code: str, message: str) -> None:
-        self.hub.reply(link, Error(code=code, message=message))
