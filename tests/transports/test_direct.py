@@ -463,8 +463,8 @@ async def test_an_answer_sent_just_before_the_app_closed_is_applied_though_a_sen
 
 
 async def test_messages_in_one_read_are_applied_in_order_taken_at_once_or_queued(tmp_path: Path) -> None:
-    # One write holds many messages: the first is handled as it arrives, the others queue behind it
-    # (one per read), and a text the runtime is still taking holds back everything after it.
+    # One write holds many messages: the first is handled as it arrives; it is a text, and while the
+    # runtime is still taking it everything after it queues, to be read in order.
     async with running(tmp_path, limits=Limits(message_rate=1e6, message_burst=1000)) as server:
         hub = server.hub
         app = await WsApp.connect(server, "phone", compression=None)
@@ -495,6 +495,37 @@ async def test_messages_in_one_read_are_applied_in_order_taken_at_once_or_queued
         assert seen == [f"t{index}" for index in range(20)]
         while "t19" not in (await app.next("history")).model_dump_json():  # the App reads what it was sent
             pass
+        await app.close()
+
+
+async def test_answers_in_one_read_are_applied_in_order_behind_a_fragmented_one_and_past_the_burst(
+    tmp_path: Path,
+) -> None:
+    # Ten answers in one write. The first is handled as it arrives; the second comes in two frames
+    # and queues, so every later one queues behind it, however ready; past the App's burst (3) the
+    # rest wait their turn at its rate. All are applied, in the order they were sent.
+    async with running(tmp_path, limits=Limits(message_rate=100, message_burst=3)) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone", compression=None)
+        ended: list[str] = []
+        callings = []
+        for _ in range(10):
+            calling = asyncio.create_task(hub.call("choice", CHOICE))
+            calling.add_done_callback(lambda task: ended.append(task.result().call_id))
+            callings.append(calling)
+        calls = [await app.next_call() for _ in range(10)]
+        protocol = app.ws.protocol
+        for index, call in enumerate(calls):
+            text = encode_from("phone", ToolResult(call_id=call.call_id, status="completed", result=ANSWER)).encode()
+            if index == 1:
+                protocol.send_text(text[:20], fin=False)
+                protocol.send_continuation(text[20:], fin=True)
+            else:
+                protocol.send_text(text)
+        app.ws.transport.write(b"".join(protocol.data_to_send()))  # one write, every frame
+        results = await asyncio.wait_for(asyncio.gather(*callings), 30)  # a backstop, not a timing
+        assert [result.result for result in results] == [ANSWER] * 10
+        assert ended == [call.call_id for call in calls]
         await app.close()
 
 
