@@ -56,6 +56,7 @@ from lineup_plugin.protocol import codec
 from lineup_plugin.protocol.history import Record
 from lineup_plugin.protocol.messages import (
     KINDS,
+    MAX_SEQ,
     Actor,
     ActorKind,
     AgentState,
@@ -501,6 +502,11 @@ ODD_VALUES = st.sampled_from(
         '"\\ud800"',  # a lone surrogate: Python's json reads it
         "[" * 900 + "]" * 900,  # deeper than pydantic-core reads
         "1e400",
+        "1" + "0" * 400 + ".5",  # out of range with no exponent
+        "1" + "0" * 400,  # an integer of 400 digits: exact
+        "2.5E-7",
+        '["a\\"b", 1e400]',  # an escaped quote before a number out of range
+        '"1e999 [[[["',  # a number out of range and brackets in a string: text
         "-0",
         "NaN",  # Python's json and pydantic-core read these; JSON has no such value
         "-Infinity",
@@ -574,10 +580,35 @@ def test_decoding_agrees_with_decoding_step_by_step(text: str) -> None:
         json.dumps({**VALID[3], "conversation_id": ""}),
         json.dumps({**VALID[3], "id": "é" * 201}),
         json.dumps({**VALID[3], "sender": {"kind": "robot", "id": "a"}}),
+        *(  # what the store cannot write, outside strings or not, with a backslash in the text or not
+            json.dumps(VALID[3]).replace('"payload": {', f'"payload": {{"odd": {value}, ', 1)
+            for value in (
+                "1e400",
+                "[true, false, 1E400]",
+                "1" + "0" * 400 + ".5",
+                '["a\\"b", 1e400]',
+                '"1e400"',
+                "[" * 40 + "]" * 40,
+                '"' + "[" * 40 + '"',
+                '"\\\\", ' + "[" * 40 + "]" * 40,
+            )
+        ),
+        # last, after an escaped quote: read with the quotes paired wrongly, the number is in a string
+        json.dumps(VALID[3])[:-2] + ', "odd": ["\\"", 1e400]}}',
     ],
 )
 def test_decoding_agrees_with_decoding_step_by_step_on_edge_cases(text: str) -> None:
     assert decoded(codec.decode, text) == decoded(codec._decode_steps, text)
+
+
+def test_a_plain_answer_is_read_once() -> None:
+    """The fast path holds for what most messages are: no second reading of the text for the store's sake."""
+    answer = {**VALID[3], "type": "lineup.v1.tool.result"}
+    answer["payload"] = {"call_id": "c1", "status": "completed", "result": {"ok": True, "n": -1.5, "tags": ["é"]}}
+    with mock.patch.object(codec, "_parse", side_effect=AssertionError("read twice")):
+        assert codec.decode(json.dumps(answer, ensure_ascii=False)).payload == ToolResult.model_validate(
+            answer["payload"]
+        )
 
 
 # ------------------------------------------------------------------------------------ encoding
@@ -676,15 +707,25 @@ def test_payloads_of_every_kind_are_encoded() -> None:
 
 
 @settings(EXAMPLES, max_examples=200)
-@given(payload=PAYLOADS, sender=ACTORS, target=ACTORS, conversation_id=IDS, message_id=IDS)
-@example(payload=WIDE, sender=Actor(kind="agent", id="a"), target=ODD, conversation_id="c\u00e9\n", message_id="m1")
+@given(
+    payload=PAYLOADS,
+    sender=ACTORS,
+    target=ACTORS,
+    conversation_id=IDS,
+    message_id=IDS,
+    seq=st.none() | st.integers(0, MAX_SEQ),
+)
+@example(
+    payload=WIDE, sender=Actor(kind="agent", id="a"), target=ODD, conversation_id="c\u00e9\n", message_id="m1", seq=None
+)
+@example(payload=WIDE, sender=ODD, target=ODD, conversation_id='"\\\x7f', message_id="\x00 \u2028", seq=MAX_SEQ)
 def test_encode_envelope_agrees_with_encoding_the_envelope(
-    payload: Payload, sender: Actor, target: Actor, conversation_id: str, message_id: str
+    payload: Payload, sender: Actor, target: Actor, conversation_id: str, message_id: str, seq: int | None
 ) -> None:
     with mock.patch.object(codec, "now_iso", return_value="2026-01-02T03:04:05.678+00:00"):
         options: dict[str, Any] = {"sender": sender, "target": target, "conversation_id": conversation_id}
-        slow = codec.encode(codec.envelope(payload, id=message_id, **options))
-        assert codec.encode_envelope(payload, id=message_id, **options) == slow
+        slow = codec.encode(codec.envelope(payload, id=message_id, **options).model_copy(update={"seq": seq}))
+        assert codec.encode_envelope(payload, id=message_id, seq=seq, **options) == slow
 
 
 @settings(EXAMPLES, max_examples=100)

@@ -96,21 +96,39 @@ def encode_envelope(
     """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope.
 
     ``seq`` numbers the history entry the message is the live form of (left out when None);
-    ``timestamp`` is when it is sent (the session core passes its clock's; default: now).
+    ``timestamp`` is when it is sent (the session core passes its clock's; default: now). Only
+    the payload goes through pydantic's serializer; the header's strings are written as it
+    writes them (:func:`_string`), the actors once each (:func:`_actor`).
     """
-    fields: dict[str, Any] = {
-        "v": PROTOCOL_VERSION,
-        "id": id or new_id(),
-        "type": TYPE_PREFIX + KIND_OF[type(payload)],
-        "conversation_id": conversation_id,
-        "sender": sender,
-        "target": target,
-        "timestamp": timestamp or now_iso(),
-    }
-    if seq is not None:
-        fields["seq"] = seq
-    fields["payload"] = payload
-    return to_json(fields, by_alias=True, exclude_none=True).decode()
+    body = payload.__pydantic_serializer__.to_json(payload, by_alias=True, exclude_none=True).decode()
+    numbered = "" if seq is None else f',"seq":{int(seq)}'
+    return (
+        f'{{"v":{PROTOCOL_VERSION},"id":{_string(id or new_id())},"type":"{TYPE_PREFIX}{KIND_OF[type(payload)]}",'
+        f'"conversation_id":{_string(conversation_id)},"sender":{_actor(sender)},"target":{_actor(target)},'
+        f'"timestamp":{_string(timestamp or now_iso())}{numbered},"payload":{body}}}'
+    )
+
+
+def _string(text: str) -> str:
+    """``text`` as a JSON string, as pydantic-core writes it (printable ASCII with nothing to escape: as it is)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return to_json(text).decode()
+
+
+#: the JSON text of each actor written lately, by its kind and id (a device's stays the same)
+_actors: dict[tuple[str, str], str] = {}
+
+
+def _actor(actor: Actor) -> str:
+    """The JSON text of ``actor`` (pydantic's, kept for the next message to or from it)."""
+    key = (actor.kind, actor.id)
+    text = _actors.get(key)
+    if text is None:
+        if len(_actors) >= 1024:
+            _actors.clear()  # dict operations hold the GIL: another thread's at worst writes one again
+        text = _actors[key] = to_json(actor, by_alias=True, exclude_none=True).decode()
+    return text
 
 
 def decode_object(data: Any, *, checked: bool = False) -> Envelope:
@@ -213,17 +231,25 @@ def decode(text: str | bytes) -> Envelope:
 
 
 def _suspect(text: str) -> bool:
-    """Whether ``text`` may hold what the store cannot write (cheap checks at C speed)."""
+    """Whether ``text`` (valid JSON) may hold what the store cannot write (cheap checks at C speed)."""
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return True
-    return (
-        "\\u" in text  # an escape: perhaps a lone surrogate
-        or text.count("[") + text.count("{") > MAX_DEPTH
-        or _BIG_NUMBER.search(text) is not None
-    )
+    if "\\u" in text:  # an escape: perhaps a lone surrogate
+        return True
+    if "\\" in text:  # a \" may hide a quote: every character is read
+        return text.count("[") + text.count("{") > MAX_DEPTH or _BIG_NUMBER.search(text) is not None
+    # Without one, every other piece between quotes is outside the strings: the nesting, the
+    # numbers and true, false and null, nothing else.
+    outside = "".join(text.split('"')[::2])
+    if outside.count("[") + outside.count("{") > MAX_DEPTH:
+        return True
+    if len(outside) >= 300:  # room for a number of 300 digits
+        return _BIG_NUMBER.search(outside) is not None
+    # an exponent, of any size: an e or E that is not the one of true or false
+    return "E" in outside or outside.count("e") > outside.count("true") + outside.count("false")
 
 
 def check_storable(data: Any, path: str = "") -> None:
