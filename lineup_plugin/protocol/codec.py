@@ -96,15 +96,31 @@ def encode_envelope(
     """``encode(envelope(payload, ...))`` in one step: the same text, without building the Envelope.
 
     ``seq`` numbers the history entry the message is the live form of (left out when None);
-    ``timestamp`` is when it is sent (the session core passes its clock's; default: now). Only
-    the payload goes through pydantic's serializer; the header's strings are written as it
-    writes them (:func:`_string`), the actors once each (:func:`_actor`).
+    ``timestamp`` is when it is sent (the session core passes its clock's; default: now).
+    """
+    return encode_headed(payload, envelope_head(sender, target, conversation_id), id=id, seq=seq, timestamp=timestamp)
+
+
+def envelope_head(sender: Actor, target: Actor, conversation_id: str) -> str:
+    """The part of an envelope's text that says where it goes, for :func:`encode_headed` (the same
+    for every message of a conversation from ``sender`` to ``target``: it may be kept)."""
+    ends = to_json({"sender": sender, "target": target}, by_alias=True, exclude_none=True).decode()
+    return f'"conversation_id":{_string(conversation_id)},{ends[1:-1]}'
+
+
+def encode_headed(
+    payload: Payload, head: str, *, id: str | None = None, seq: int | None = None, timestamp: str | None = None
+) -> str:
+    """:func:`encode_envelope` with the :func:`envelope_head` of its conversation and ends written already.
+
+    Only the payload goes through pydantic's serializer; the other strings are written as it
+    writes them (:func:`_string`).
     """
     body = payload.__pydantic_serializer__.to_json(payload, by_alias=True, exclude_none=True).decode()
+    named = _string(id) if id else f'"{new_id()}"'  # a new id is hex: nothing to escape
     numbered = "" if seq is None else f',"seq":{int(seq)}'
     return (
-        f'{{"v":{PROTOCOL_VERSION},"id":{_string(id or new_id())},"type":"{TYPE_PREFIX}{KIND_OF[type(payload)]}",'
-        f'"conversation_id":{_string(conversation_id)},"sender":{_actor(sender)},"target":{_actor(target)},'
+        f'{{"v":{PROTOCOL_VERSION},"id":{named},"type":"{TYPE_PREFIX}{KIND_OF[type(payload)]}",{head},'
         f'"timestamp":{_string(timestamp or now_iso())}{numbered},"payload":{body}}}'
     )
 
@@ -114,21 +130,6 @@ def _string(text: str) -> str:
     if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return f'"{text}"'
     return to_json(text).decode()
-
-
-#: the JSON text of each actor written lately, by its kind and id (a device's stays the same)
-_actors: dict[tuple[str, str], str] = {}
-
-
-def _actor(actor: Actor) -> str:
-    """The JSON text of ``actor`` (pydantic's, kept for the next message to or from it)."""
-    key = (actor.kind, actor.id)
-    text = _actors.get(key)
-    if text is None:
-        if len(_actors) >= 1024:
-            _actors.clear()  # dict operations hold the GIL: another thread's at worst writes one again
-        text = _actors[key] = to_json(actor, by_alias=True, exclude_none=True).decode()
-    return text
 
 
 def decode_object(data: Any, *, checked: bool = False) -> Envelope:

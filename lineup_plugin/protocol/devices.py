@@ -69,7 +69,8 @@ class Devices(Generic[L]):
         self._links: dict[L, LinkState] = {}
         #: the attached links and their devices, in the order they attached
         self._attached: dict[L, str] = {}
-        self._targets: dict[str | None, Actor] = {}
+        #: the head of the agent's messages to each device in each conversation (see ``codec.envelope_head``)
+        self._heads: dict[tuple[str | None, str], str] = {}
         #: how many attached links set a size limit (none: no call can be too long for a link)
         self._limited = 0
         #: how people call each device that attached (its hello's ``name``), most recent last
@@ -181,20 +182,14 @@ class Devices(Generic[L]):
         ``conversation_id`` defaults to the session's; ``seq`` is the history entry the message
         is the live form of.
         """
-        target = self._targets.get(device_id)
-        if target is None:  # built once per device: validating an Actor per message shows in profiles
-            if len(self._targets) >= 1024:
-                self._targets.clear()
+        key = (device_id, conversation_id or self.conversation_id)
+        head = self._heads.get(key)
+        if head is None:  # written once per device and conversation: every message to it starts so
+            if len(self._heads) >= 1024:
+                self._heads.clear()
             target = Actor(kind="device", id=device_id) if device_id else Actor(kind="human", id="user")
-            self._targets[device_id] = target
-        return codec.encode_envelope(
-            payload,
-            sender=self.agent,
-            target=target,
-            conversation_id=conversation_id or self.conversation_id,
-            seq=seq,
-            timestamp=self.timestamp(),
-        )
+            head = self._heads[key] = codec.envelope_head(self.agent, target, key[1])
+        return codec.encode_headed(payload, head, seq=seq, timestamp=self.timestamp())
 
     def reply(self, link: L, payload: Payload) -> None:
         """Send ``payload`` to the device on ``link`` (an open link; attached or not)."""
