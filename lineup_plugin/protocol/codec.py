@@ -240,14 +240,13 @@ def _suspect(text: str) -> bool:
             return True
     if "\\u" in text:  # an escape: perhaps a lone surrogate
         return True
-    if "\\" in text:  # a \" may hide a quote: every character is read
-        return text.count("[") + text.count("{") > MAX_DEPTH or _BIG_NUMBER.search(text) is not None
-    # Without one, every other piece between quotes is outside the strings: the nesting, the
-    # numbers and true, false and null, nothing else.
-    outside = "".join(text.split('"')[::2])
+    # Without a backslash (a \" would hide a quote), every other piece between quotes is outside
+    # the strings: the nesting, the numbers and true, false and null, nothing else.
+    whole = "\\" in text
+    outside = text if whole else "".join(text.split('"')[::2])
     if outside.count("[") + outside.count("{") > MAX_DEPTH:
         return True
-    if len(outside) >= 300:  # room for a number of 300 digits
+    if whole or len(outside) >= 300:  # every character read, or room for a number of 300 digits
         return _BIG_NUMBER.search(outside) is not None
     # an exponent, of any size: an e or E that is not the one of true or false
     return "E" in outside or outside.count("e") > outside.count("true") + outside.count("false")
