@@ -27,6 +27,7 @@ from .stats import percentile, round_ratios
 
 FLOOR = "raw websockets echo"
 BARE = "LineUp messages on a bare websocket, no hub (App answers, agent decodes)"
+BARE_VERDICT = "the same, with the verdict on the call before in the call's write (three messages, as the hub)"
 DIRECT = "direct, store off (MemoryStore)"
 NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
 FULL = "direct, SQLite WAL synchronous=FULL"
@@ -93,6 +94,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     bare = rigs.BareServer()
     await bare.start(stack)
     text = rigs.call_text()
+    verdict_text = rigs.verdict_text(text)
     direct = await rigs.direct_server(stack, data_dir)
     normal = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "normal"))
     full = await rigs.direct_server(stack, data_dir, rigs.sqlite_store(data_dir, "full"))
@@ -127,9 +129,13 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     async def bare_exchange(budget: float, limit: int) -> list[int]:
         return await bare.round_trips(text, budget, limit)
 
+    async def bare_verdict(budget: float, limit: int) -> list[int]:
+        return await bare.round_trips(text, budget, limit, before=verdict_text)
+
     return {
         FLOOR: floor,
         BARE: bare_exchange,
+        BARE_VERDICT: bare_verdict,
         DIRECT: hub_sampler(direct.hub),
         NORMAL: hub_sampler(normal.hub),
         FULL: hub_sampler(full.hub),
@@ -179,7 +185,20 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         Row(section, FLOOR, cell(FLOOR), "the floor", "", ""),
         Row(section, BARE, cell(BARE), f"{fmt_ratio(ratio(BARE, FLOOR))} the echo", "", ""),
         Row(
-            section, DIRECT, cell(DIRECT), f"{fmt_ratio(direct_floor)} the echo", "≤ 2.5×", verdict(direct_floor <= 2.5)
+            section,
+            BARE_VERDICT,
+            cell(BARE_VERDICT),
+            f"{fmt_ratio(ratio(BARE_VERDICT, FLOOR))} the echo; {fmt_ratio(ratio(BARE_VERDICT, BARE))} with two",
+            "",
+            "",
+        ),
+        Row(
+            section,
+            DIRECT,
+            cell(DIRECT),
+            f"{fmt_ratio(direct_floor)} the echo; {fmt_ratio(ratio(DIRECT, BARE_VERDICT))} the three messages bare",
+            "≤ 2.5×",
+            verdict(direct_floor <= 2.5),
         ),
         Row(
             section,

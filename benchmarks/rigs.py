@@ -19,7 +19,8 @@ from lineup_plugin.config.settings import Settings, WuKongIMSettings
 from lineup_plugin.hub import Hub
 from lineup_plugin.plugins import load_registry
 from lineup_plugin.protocol import codec
-from lineup_plugin.protocol.messages import Actor, DeviceWelcome, ToolCall, ToolResult
+from lineup_plugin.protocol.live import ANSWERED_ELSEWHERE
+from lineup_plugin.protocol.messages import Actor, CallOutcome, DeviceWelcome, ToolCall, ToolCancel, ToolResult
 from lineup_plugin.store import MemoryStore, SQLiteStore, Store
 from lineup_plugin.transports.direct.server import DirectServer, Limits
 from lineup_plugin.transports.memory import MemoryApp
@@ -79,6 +80,16 @@ def call_text() -> str:
     request = ToolCall(call_id=codec.new_id("call"), name=TOOL, arguments=ARGUMENTS, risk="display_only")
     request.expires_at = "2030-01-01T00:00:00.000+00:00"
     return hub.encode(request, "bench-0-0")
+
+
+def verdict_text(call_text: str) -> str:
+    """The wire text of the verdict on the benchmark call ``call_text`` (the ``tool.cancel`` every
+    device gets when a call ends, the answering one too): its answer, applied, from its App."""
+    call = codec.decode(call_text).payload
+    assert isinstance(call, ToolCall)
+    outcome = CallOutcome(status="completed", result=dict(ANSWER), device_id="bench-0-0")
+    verdict = ToolCancel(call_id=call.call_id, reason=ANSWERED_ELSEWHERE, outcome=outcome)
+    return new_hub().encode(verdict, "bench-0-0")
 
 
 class Child:
@@ -259,16 +270,24 @@ class BareServer:
         """The ``ws`` peer target of one App."""
         return f"lineup:ws://127.0.0.1:{self.port}/:1"
 
-    async def round_trips(self, text: str, budget: float, limit: int) -> list[int]:
-        """Sequential send-the-call, receive-and-decode-the-answer."""
+    async def round_trips(self, text: str, budget: float, limit: int, *, before: str | None = None) -> list[int]:
+        """Sequential send-the-call, receive-and-decode-the-answer; with ``before`` (the verdict on the
+        call before), that message and the call leave in one write, as the hub sends them."""
         await self._ready.wait()
-        assert self.connection is not None
+        connection = self.connection
+        assert connection is not None
+        frames = [item.encode() for item in (before, text) if item is not None]
         samples: list[int] = []
         end = time.perf_counter() + budget
         while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
             start = time.perf_counter_ns()
-            await self.connection.send(text)
-            codec.decode(await self.connection.recv())
+            if before is None:
+                await connection.send(text)
+            else:  # each its own frame, the frames in one write (as the direct transport writes them)
+                for frame in frames:
+                    connection.protocol.send_text(frame)
+                connection.transport.write(b"".join(connection.protocol.data_to_send()))
+            codec.decode(await connection.recv())
             samples.append(time.perf_counter_ns() - start)
         return samples
 

@@ -17,6 +17,7 @@ def expected_rows() -> list[str]:
     names = [
         latency.FLOOR,
         latency.BARE,
+        latency.BARE_VERDICT,
         latency.DIRECT,
         latency.NORMAL,
         latency.FULL,
