@@ -276,12 +276,12 @@ class BareServer:
         await self._ready.wait()
         connection = self.connection
         assert connection is not None
-        frames = [item.encode() for item in (before, text) if item is not None]
+        frames = None if before is None else [before.encode(), text.encode()]
         samples: list[int] = []
         end = time.perf_counter() + budget
         while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
             start = time.perf_counter_ns()
-            if before is None:
+            if frames is None:
                 await connection.send(text)
             else:  # each its own frame, the frames in one write (as the direct transport writes them)
                 for frame in frames:
