@@ -1,4 +1,6 @@
-"""``python -m benchmarks [--quick]``: run every benchmark and print the table."""
+"""``python -m benchmarks [--quick] [--only SECTION] [--one-core] [--against REV [--runs N]]``: run
+every benchmark (or the sections named) and print the table; with ``--against``, the table of this
+tree side by side with commit REV's (:mod:`benchmarks.against`)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,13 @@ import argparse
 import asyncio
 import logging
 import os
+import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from . import latency, machine, phone, startup, throughput
+from . import against, latency, machine, phone, startup, throughput
 from .report import Row, render
 
 FULL = {
@@ -61,7 +64,26 @@ def main() -> None:
         help="run the agent and every child process on one CPU core: ratios then measure work, steady from run "
         "to run (on a shared 2-core VM the echo alone moves 110-350 µs between runs with where the kernel puts them)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="run this tree and commit REV (unpacked with git archive) alternately, with the same options, "
+        "and print both side by side: round trips as multiples of each run's own echo",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, metavar="N", help="with --against: runs of each tree (default 3)"
+    )
     args = parser.parse_args()
+    if args.against is not None:
+        passed = ["--quick"] if args.quick else []
+        passed += [f"--only={section}" for section in args.only or []]
+        passed += ["--one-core"] if args.one_core else []
+        try:
+            table = against.side_by_side(args.against, args.runs, passed)
+        except against.AgainstError as exc:
+            sys.exit(f"python -m benchmarks: {exc}")
+        print("\n".join([*machine.describe(), table]))
+        return
     if args.one_core:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the children inherit it
     logging.disable(logging.WARNING)  # the MCP SDK and uvicorn log every request at INFO

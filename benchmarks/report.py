@@ -31,7 +31,13 @@ def verdict(met: bool) -> str:
 def render(header: list[str], rows: list[Row]) -> str:
     """The machine lines, then one Markdown table of every row."""
     columns = ["section", "measurement", "value", "compared", "target", "verdict"]
-    cells = [[r.section, r.name, r.value, r.comparison, r.target, r.verdict] for r in rows]
+    return render_cells(
+        header, columns, [[r.section, r.name, r.value, r.comparison, r.target, r.verdict] for r in rows]
+    )
+
+
+def render_cells(header: list[str], columns: list[str], cells: list[list[str]]) -> str:
+    """The ``header`` lines, then one Markdown table with ``columns``, padded to line up."""
     widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:
