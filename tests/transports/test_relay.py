@@ -151,6 +151,20 @@ async def test_an_answer_whose_push_was_lost_on_a_live_link_is_fetched_and_the_c
     assert (result.status, result.result["selected"]) == ("completed", "no")
 
 
+async def test_the_relay_writes_the_next_message_without_waiting_for_the_sendack_of_the_one_before(
+    server: FakeWuKongIM,
+) -> None:
+    hub = make_hub()
+    async with py_app(server) as app, running_relay(server, hub):
+        await app.next("agent.status")  # the greeting after attach has arrived, every SENDACK of it given
+        server.answer_sends = False  # WuKongIM holds the SENDACK of what comes now
+        for piece in ("one", "two", "three"):
+            await hub.send_text(piece)
+        with anyio.fail_after(GUARD):  # all three written, none acknowledged (one at a time: only the first)
+            await server.wait_until(lambda: len(server.unanswered) == 3)
+    assert [wkproto.ChannelType(p.channel_type) for p in server.unanswered] == [wkproto.ChannelType.PERSON] * 3
+
+
 async def test_the_app_user_is_attached_once_connected(server: FakeWuKongIM) -> None:
     hub = make_hub()
     async with py_app(server) as app, running_relay(server, hub) as relay:

@@ -24,7 +24,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -353,6 +353,23 @@ class ImSession:
         flags: Flags = Flags.RED_DOT,
     ) -> SendAck:
         """Send one message and wait for its SENDACK; raise RelayError if it is refused."""
+        acked = await self.submit(channel_id, channel_type, payload, client_msg_no=client_msg_no, flags=flags)
+        return await acked
+
+    async def submit(
+        self,
+        channel_id: str,
+        channel_type: int,
+        payload: bytes,
+        *,
+        client_msg_no: str | None = None,
+        flags: Flags = Flags.RED_DOT,
+    ) -> Coroutine[None, None, SendAck]:
+        """Write one message now, after the ones submitted before it, without waiting for their
+        SENDACKs (each names the message it answers by clientSeq, and the server keeps a
+        connection's messages in order). Returns what waits for this message's SENDACK: await it,
+        or close it. It raises RelayError if the message is refused, or has no SENDACK within
+        ``send_timeout`` of being written; this call raises RelayError if it cannot be written."""
         if self._closed.is_set():
             raise self.error or RelayError("wukongim session is closed")
         self._seq = self._seq % 0xFFFFFFFF + 1
@@ -362,11 +379,22 @@ class ImSession:
         packet = SendPacket(seq, client_msg_no, channel_id, channel_type, body, flags=flags)
         if self._cipher:
             packet = wkcrypto.signed(self._cipher, packet)
-        future: asyncio.Future[SendackPacket] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SendackPacket] = loop.create_future()
         self._pending[seq] = future
         try:
             await self._write(packet)
-            async with asyncio.timeout(self.options.timers.send_timeout):
+        except BaseException:
+            self._pending.pop(seq, None)
+            raise
+        return self._acked(seq, future, loop.time() + self.options.timers.send_timeout, client_msg_no, channel_id)
+
+    async def _acked(
+        self, seq: int, future: asyncio.Future[SendackPacket], deadline: float, client_msg_no: str, channel_id: str
+    ) -> SendAck:
+        """The SENDACK of the message written as ``seq``, by ``deadline`` (loop time)."""
+        try:
+            async with asyncio.timeout_at(deadline):
                 ack = await future
         except TimeoutError:
             raise RelayTimeoutError(
@@ -565,6 +593,13 @@ class WuKongIMClient:
         self, channel_id: str, channel_type: int, payload: bytes, *, client_msg_no: str | None = None
     ) -> SendAck:
         """Send through the live session, waiting up to ``send_timeout`` for one to come up."""
+        acked = await self.submit(channel_id, channel_type, payload, client_msg_no=client_msg_no)
+        return await acked
+
+    async def submit(
+        self, channel_id: str, channel_type: int, payload: bytes, *, client_msg_no: str | None = None
+    ) -> Coroutine[None, None, SendAck]:
+        """:meth:`ImSession.submit` on the live session, waiting up to ``send_timeout`` for one to come up."""
         try:
             async with asyncio.timeout(self.options.timers.send_timeout):
                 session = await self.wait_connected()
@@ -573,7 +608,7 @@ class WuKongIMClient:
                 f"not connected to wukongim within {self.options.timers.send_timeout:g}s; "
                 f"message to {channel_id!r} not sent"
             ) from None
-        return await session.send(channel_id, channel_type, payload, client_msg_no=client_msg_no)
+        return await session.submit(channel_id, channel_type, payload, client_msg_no=client_msg_no)
 
     async def run(self) -> None:
         """Connect, deliver messages and reconnect until :meth:`close`; raise on fatal errors.

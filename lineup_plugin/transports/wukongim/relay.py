@@ -25,7 +25,8 @@ App can say why.
 The App user appears to the hub as one :class:`RelayLink` (device ``wukongim:<uid>``): the
 WuKongIM login vouches for it, so it is attached without a token check once the agent is
 connected, and kept across reconnections (the IM stores and forwards; the relay's sender waits
-for the connection to come back). Envelopes go to the hub as parsed JSON (never re-encoded); a
+for the connection to come back, and writes each message without waiting for the SENDACK of the
+one before, at most :data:`SEND_WINDOW` unacknowledged). Envelopes go to the hub as parsed JSON (never re-encoded); a
 ``device.hello`` from the App (with its ``open_calls``) re-syncs it — welcome, live calls re-sent,
 ended cards closed — as does a reconnection that followed a failed send. A paired device is told
 at once, when the agent starts, which calls that start closed (a previous run was killed with
@@ -38,6 +39,8 @@ from the last sequence number it saw on the channel) and handles it like pushed 
 while connected, every :data:`SYNC_EVERY` seconds while a call is open or messages came, it reads
 the channel again from where its last such look ended, so a message stored but never pushed on a
 live link (an answer) is handled too (what was pushed already is dropped as a re-delivery).
+On the first connection the relay notes where the channel stands before it sends anything: what
+was sent before is not replayed, and every answer to this process comes after that note.
 
 Until the first connection is up (one connect timeout at most) a call waits for the devices the
 relay will attach rather than fail ``no_app`` at once (:meth:`Hub.expect_device
@@ -59,7 +62,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -72,6 +75,7 @@ from lineup_plugin.transports.wukongim.client import (
     CLIENT_MSG_NO_LENGTH,
     ClientOptions,
     Message,
+    SendAck,
     Timers,
     WuKongIMClient,
 )
@@ -89,6 +93,9 @@ log = logging.getLogger(__name__)
 DEDUPE_WINDOW = 4096
 #: envelopes that may wait for WuKongIM before the relay refuses more (and re-syncs the App later)
 OUTBOX_LIMIT = 4096
+#: messages written to WuKongIM that may wait for their SENDACK at once; the sender waits for
+#: the oldest before it writes more
+SEND_WINDOW = 64
 SYNC_PAGE = 100
 #: seconds between the relay's looks, while connected, at the pairing file (a revocation detaches
 #: the devices it dropped) and, while a call is open or messages came, at what the App user sent
@@ -217,9 +224,10 @@ def _synced_message(item: dict[str, Any]) -> Message:
 class RelayLink:
     """The App user on the person channel, as a :class:`~lineup_plugin.ports.Link`.
 
-    :meth:`send` queues for the relay's sender, which writes in order and waits for each
-    WuKongIM send acknowledgement; an IM channel has nothing to close. :attr:`max_text` is the
-    largest envelope text (UTF-8 bytes) one WuKongIM frame carries; :meth:`send` refuses more.
+    :meth:`send` queues for the relay's sender, which writes in order without waiting for one
+    message's WuKongIM send acknowledgement before the next; an IM channel has nothing to close.
+    :attr:`max_text` is the largest envelope text (UTF-8 bytes) one WuKongIM frame carries;
+    :meth:`send` refuses more.
     With ``pairing_id`` the link is one paired App device (device ``wukongim:<uid>/<pairing id>``):
     what it sends is sealed for that device only, so each paired device is a device of its own
     for the hub (first answer wins, the others are told).
@@ -407,21 +415,65 @@ class Relay:
             raise TransportError(f"relay to {uid}: {OUTBOX_LIMIT} messages wait for WuKongIM") from None
 
     async def _send_queued(self) -> None:
+        """Write what the hub queued, in order, without waiting for each SENDACK before the next
+        message (a call's verdict and the next call leave back to back); :meth:`_settle` waits
+        for the SENDACKs. At most :data:`SEND_WINDOW` messages wait for theirs at once."""
+        window = asyncio.Semaphore(SEND_WINDOW)
+        acks: asyncio.Queue[tuple[str, Coroutine[None, None, SendAck]]] = asyncio.Queue()
+        settler = asyncio.create_task(self._settle(acks, window), name="lineup-relay-sendacks")
+        try:
+            while True:
+                uid, text, pairing_id = await self._outbox.get()
+                try:
+                    if pairing_id is None and await self.texts.wanted():  # a client that shows only text
+                        await self.texts.send(uid, text)  # the envelope said in words
+                        continue
+                    await window.acquire()
+                    try:
+                        written = await self.submit_envelope(uid, text, pairing_id)
+                    except BaseException:
+                        window.release()
+                        raise
+                    if written is None:
+                        window.release()
+                    else:
+                        acks.put_nowait((uid, written))
+                except RelayError as exc:
+                    log.info("relay send to %s failed: %s", uid, exc)
+                except Exception:  # a bug must cost one message, never the sender (the queue would stall)
+                    self._missed = True
+                    log.exception("relay sender failed on a message to %s", uid)
+        finally:
+            settler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await settler
+            while not acks.empty():  # the relay stops: nothing waits for these any more
+                acks.get_nowait()[1].close()
+
+    async def _settle(
+        self, acks: asyncio.Queue[tuple[str, Coroutine[None, None, SendAck]]], window: asyncio.Semaphore
+    ) -> None:
+        """Wait for the SENDACK of every message written, in order; one refused or never
+        acknowledged makes the App re-sync once the relay is back (live calls sent again)."""
         while True:
-            uid, text, pairing_id = await self._outbox.get()
+            uid, acked = await acks.get()
             try:
-                if pairing_id is None and await self.texts.wanted():  # a client that shows only text
-                    await self.texts.send(uid, text)  # the envelope said in words
-                else:
-                    await self.send_envelope(uid, text, pairing_id)
+                await acked
             except RelayError as exc:
+                self._missed = True
                 log.info("relay send to %s failed: %s", uid, exc)
-            except Exception:  # a bug must cost one message, never the sender (the queue would stall)
+            except Exception:
                 self._missed = True
                 log.exception("relay sender failed on a message to %s", uid)
+            finally:
+                window.release()
 
-    async def send_envelope(self, uid: str, text: str, pairing_id: str | None = None) -> None:
-        """Send one encoded envelope to ``uid`` as LineUp custom content.
+    async def submit_envelope(
+        self, uid: str, text: str, pairing_id: str | None = None
+    ) -> Coroutine[None, None, SendAck] | None:
+        """Write one encoded envelope to ``uid`` as LineUp custom content; returns what waits for
+        its SENDACK (see :meth:`ImSession.submit <lineup_plugin.transports.wukongim.client.ImSession.submit>`),
+        or None when nothing was written.
 
         With pairings it is sealed for the device ``pairing_id``; nothing goes in clear (the plain
         link of the App user gets cards in text, or nothing once a LineUp client spoke: paired
@@ -429,16 +481,17 @@ class Relay:
         """
         content_type = self.settings.content_type
         if self.pairings is None:
-            payloads = [wrap_envelope(text, content_type)]
+            payload = wrap_envelope(text, content_type)
         else:
             channel = self.pairings.channel(pairing_id) if pairing_id is not None else None
-            payloads = [channel.seal(text, content_type)] if channel is not None else []
+            sealed = channel.seal(text, content_type) if channel is not None else None
             self.pairings.keep_floors()
-            if not payloads:
+            if sealed is None:
                 log.debug("relay: no paired App device %r to send to", pairing_id)
+                return None
+            payload = sealed
         try:
-            for payload in payloads:
-                await self.client.send(uid, ChannelType.PERSON, payload)
+            return await self.client.submit(uid, ChannelType.PERSON, payload)
         except RelayError:
             self._missed = True  # re-sync the App (live calls re-sent) once we are back
             raise
@@ -465,6 +518,9 @@ class Relay:
         if not up:
             self.connected.clear()
             return
+        first = self._last_seq is None
+        if first:  # where the channel stands, noted before anything is sent: the App's answers come after it
+            await self._catch_up()
         self.connected.set()
         resync, self._missed = self._missed, False
         # With pairing, each paired device is a link of its own; the App user's plain link (a stock
@@ -475,7 +531,8 @@ class Relay:
         if self.pairings is not None:
             await self.attach_paired(resync=resync)
         self.hub.expect_device(0)  # whoever is attached now is: a call with nobody fails no_app
-        await self._catch_up()
+        if not first:
+            await self._catch_up()
 
     async def _check(self) -> None:
         """While connected: a revocation made by ``lineup pair --revoke`` detaches the devices it
