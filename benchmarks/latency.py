@@ -36,6 +36,9 @@ RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
 FORWARDED = "direct, store off, forwarded from another process's tool thread (Unix socket)"
 RELAY = "relay through the fake WuKongIM (separate process)"
 RELAY_E2E = "relay, end-to-end encrypted (paired App: X25519 + HKDF + AES-256-GCM)"
+#: the server's SENDACKs to the agent this late: a sender that waited for each would add it to every round trip
+FAR_ACK = 0.02
+RELAY_FAR = "relay, the server's SENDACKs to the agent 20 ms late (a server farther away)"
 MEMORY = "LineUp over the memory transport (in process)"
 MCP_MEMORY = "MCP ctx.elicit, in-memory transport (legacy session)"
 MCP_HTTP = "MCP ctx.elicit, streamable HTTP on 127.0.0.1 (legacy session)"
@@ -117,6 +120,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
     relay_hub = await rigs.relay_hub(stack)
     pairing_dir = data_dir / "relay-pairing"
     relay_e2e_hub = await rigs.relay_hub(stack, pairing_dir)
+    relay_far_hub = await rigs.relay_hub(stack, ack_delay=FAR_ACK)
     mcp_memory = await mcp_rig.in_memory(stack)
     mcp_http = await mcp_rig.streamable_http(stack)
 
@@ -144,6 +148,7 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         FORWARDED: forwarded_sampler(Forwarder(runner_settings.data_dir)),
         RELAY: hub_sampler(relay_hub),
         RELAY_E2E: hub_sampler(relay_e2e_hub),
+        RELAY_FAR: hub_sampler(relay_far_hub),
         MEMORY: hub_sampler(memory_hub),
         MCP_MEMORY: mcp_memory.sample,
         MCP_HTTP: mcp_http.sample,
@@ -221,6 +226,7 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
         Row(section, FORWARDED, cell(FORWARDED), f"{fmt_ratio(ratio(FORWARDED, RUNNER))} the serving process", "", ""),
         Row(section, RELAY, cell(RELAY), f"{fmt_ratio(ratio(RELAY, DIRECT))} direct", "", ""),
         Row(section, RELAY_E2E, cell(RELAY_E2E), f"{fmt_ratio(ratio(RELAY_E2E, RELAY))} relay in clear", "", ""),
+        Row(section, RELAY_FAR, cell(RELAY_FAR), f"{fmt_ratio(ratio(RELAY_FAR, RELAY))} relay", "", ""),
         Row(
             section,
             MEMORY,

@@ -6,7 +6,8 @@ Each child prints one JSON line when it is ready, then serves until its stdin cl
   say hello with the token and answer every ``tool.call`` at once; ``lineup+deflate:`` offers
   permessage-deflate as browsers do) or ``echo:<url>:<count>`` (raw clients that send every message
   straight back: the floor).
-- ``wukongim``: the fake WuKongIM server of the test suite; prints its addresses.
+- ``wukongim [UID SECONDS]``: the fake WuKongIM server of the test suite (UID's SENDACKs SECONDS late);
+  prints its addresses.
 - ``relay-app WS_URL APP_UID AGENT_UID [PAIRING_JSON]``: the App user on WuKongIM, answering every call at
   once (end-to-end sealed with the pairing).
 - ``mcp URL``: an MCP client (official SDK, streamable HTTP) whose elicitation callback accepts at once;
@@ -136,11 +137,14 @@ async def run_ws(targets: list[str], token: str) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def run_wukongim() -> None:
+async def run_wukongim(late_uid: str | None = None, seconds: str = "0") -> None:
+    """The fake WuKongIM; with ``late_uid``, that uid's SENDACKs come ``seconds`` late."""
     sys.path.insert(0, ".")
     from tests.fakes.wukongim import FakeWuKongIM
 
     async with FakeWuKongIM() as fake:
+        if late_uid is not None:
+            fake.ack_delays[late_uid] = float(seconds)
         say(ready=True, ws_url=fake.ws_url, api_url=fake.api_url)
         await until_stdin_closes()
 
@@ -203,7 +207,7 @@ def main(argv: list[str]) -> None:
     if kind == "ws":
         coro = run_ws(args[1:], token=args[0])
     elif kind == "wukongim":
-        coro = run_wukongim()
+        coro = run_wukongim(*args[:2])
     elif kind == "relay-app":
         coro = run_relay_app(*args)
     elif kind == "mcp":

@@ -316,17 +316,20 @@ class AnsweringApp(MemoryApp):
 # ------------------------------------------------------------------------------ relay
 
 
-async def relay_hub(stack: AsyncExitStack, pairing_dir: Path | None = None) -> Hub:
+async def relay_hub(stack: AsyncExitStack, pairing_dir: Path | None = None, *, ack_delay: float = 0.0) -> Hub:
     """A hub behind the WuKongIM relay, a fake WuKongIM server and the App on it (children).
 
-    With ``pairing_dir`` the App is paired there and every envelope is sealed end to end.
+    With ``pairing_dir`` the App is paired there and every envelope is sealed end to end; with
+    ``ack_delay`` the server's SENDACKs to the agent come that many seconds late (an agent far
+    from the server).
     """
     from lineup_plugin.transports.wukongim.pairing import Pairings
     from lineup_plugin.transports.wukongim.relay import Relay
 
-    fake = await start_child(stack, "wukongim")
+    agent_uid = "bench-agent"
+    fake = await start_child(stack, "wukongim", *([agent_uid, str(ack_delay)] if ack_delay else []))
     config = WuKongIMSettings(
-        api_url=fake["api_url"], ws_url=fake["ws_url"], uid="bench-agent", app_uid="bench-app", text_cards="never"
+        api_url=fake["api_url"], ws_url=fake["ws_url"], uid=agent_uid, app_uid="bench-app", text_cards="never"
     )
     pairings = None
     app_args = [fake["ws_url"], "bench-app", "bench-agent"]

@@ -26,6 +26,7 @@ def expected_rows() -> list[str]:
         latency.FORWARDED,
         latency.RELAY,
         latency.RELAY_E2E,
+        latency.RELAY_FAR,
         latency.MEMORY,
         latency.MCP_MEMORY,
         latency.MCP_HTTP,

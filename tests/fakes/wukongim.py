@@ -161,6 +161,9 @@ class FakeWuKongIM:
         self.answer_sends = True
         #: per uid, how many of the next pushes to it are lost (stored, never pushed: a live link's loss)
         self.lose_pushes: dict[str, int] = {}
+        #: per uid, seconds its SENDACKs take to come back (a client that far from the server); the
+        #: message is stored and pushed at once
+        self.ack_delays: dict[str, float] = {}
         self.unanswered: list[SendPacket] = []
         self.connack_override: bytes | None = None
         self.pings = 0
@@ -392,11 +395,15 @@ class FakeWuKongIM:
         # v2.2.5 copies the sender's setting byte into the RECVs it pushes (event_pushonline.go)
         stored.setting, stored.stream_no, stored.topic = packet.setting, packet.stream_no, packet.topic
         echo = packet.client_msg_no if self.v3_sendack else ""  # v3 appends it, v2 never
-        await conn.send(
-            SendackPacket(
-                stored.message_id, packet.client_seq, stored.message_seq, ReasonCode.SUCCESS, packet.flags, echo
-            )
+        ack = SendackPacket(
+            stored.message_id, packet.client_seq, stored.message_seq, ReasonCode.SUCCESS, packet.flags, echo
         )
+        delay = self.ack_delays.get(conn.uid, 0.0)
+        if delay > 0:
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(delay, lambda: loop.create_task(conn.send(ack))))
+        else:
+            await conn.send(ack)
         await self._fan_out(stored, exclude=conn)
 
     def _send_permission(self, uid: str, channel_id: str, channel_type: int) -> int:
