@@ -50,22 +50,23 @@ def read_table(out: str) -> dict[str, Figure]:
 
     Round trips are × the echo of the same run; rows without a leading number are left out.
     """
-    numbers: dict[str, tuple[str, Figure]] = {}
+    numbers: dict[str, Figure] = {}
     for line in out.splitlines():
         if not line.startswith("| ") or line.startswith("| section"):
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         match = _NUMBER.match(cells[2]) if len(cells) >= 3 else None
         if match is not None:
-            numbers[cells[1]] = (cells[0], Figure(float(match.group(1).replace(",", "")), match.group(2)))
+            section = ROUND_TRIP if ROUND_TRIP in cells[0] else cells[0]
+            numbers[cells[1]] = Figure(float(match.group(1).replace(",", "")), match.group(2), section)
     floor = numbers.get(FLOOR)
-    figures: dict[str, Figure] = {}
-    for name, (section, figure) in numbers.items():
-        if ROUND_TRIP in section and name != FLOOR:
-            ratio = figure.value / floor[1].value if floor is not None and floor[1].value else math.nan
-            figure = Figure(ratio, "× the echo")
-        figures[name] = Figure(figure.value, figure.unit, ROUND_TRIP if ROUND_TRIP in section else section)
-    return figures
+    echo = floor.value if floor is not None and floor.value else math.nan
+    return {
+        name: Figure(figure.value / echo, "× the echo", ROUND_TRIP)
+        if figure.section == ROUND_TRIP and name != FLOOR
+        else figure
+        for name, figure in numbers.items()
+    }
 
 
 def compare(before: list[dict[str, Figure]], now: list[dict[str, Figure]]) -> list[list[str]]:
