@@ -332,7 +332,7 @@ async def relay_hub(stack: AsyncExitStack, pairing_dir: Path | None = None, *, a
         api_url=fake["api_url"], ws_url=fake["ws_url"], uid=agent_uid, app_uid="bench-app", text_cards="never"
     )
     pairings = None
-    app_args = [fake["ws_url"], "bench-app", "bench-agent"]
+    app_args = [fake["ws_url"], "bench-app", agent_uid]
     if pairing_dir is not None:
         pairings = Pairings(pairing_dir, config.uid, config.app_uid)
         state, device, secret = pairings.pair_link()
