@@ -79,19 +79,26 @@ class AgentSide(ABC):
             await self._devices_changed.wait()
 
     def expect_device(self, within: float) -> None:
-        """A transport is bringing App devices (the relay logging in with devices paired): a call made
-        while none is attached waits up to ``within`` seconds for one before it fails ``no_app``.
+        """A transport is bringing App devices (the relay logging in with devices paired, the direct
+        server's App whose network dropped reconnecting): a call made while none is attached waits
+        up to ``within`` seconds for one (within its deadline) before it fails ``no_app``; a call to a
+        device that can be pushed starts at once instead (it waits for that device anyway).
         ``expect_device(0)`` says the transport is there: the calls waiting go on at once."""
         self._device_expected_until = asyncio.get_running_loop().time() + within
         if within <= 0:
             self._devices_changed.set()
 
-    async def _await_expected_device(self) -> None:
+    async def _await_expected_device(self, at_most: float) -> float:
+        """While no device is attached and a transport brings one, wait for it (``at_most`` seconds);
+        returns how long that took."""
         loop = asyncio.get_running_loop()
-        while not self.connected and (left := self._device_expected_until - loop.time()) > 0:
+        start = loop.time()
+        until = min(self._device_expected_until, start + at_most)
+        while not self.connected and (left := until - loop.time()) > 0:
             self._devices_changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._devices_changed.wait(), left)
+        return loop.time() - start
 
     # ---------------------------------------------------------------------------- outgoing
 
@@ -187,8 +194,8 @@ class AgentSide(ABC):
             self._flush()
             return result
         wait = self.deadline_for(name) if deadline is None else deadline
-        if not self.connected:  # a transport bringing a device: not no_app meanwhile
-            await self._await_expected_device()
+        if not self.connected and not self.session.calls.reachable_offline:  # a device on its way: not no_app yet
+            wait = max(0.0, wait - await self._await_expected_device(wait))
         call = self.session.start_call(request, wait=wait, forwarded=detached, conversation_id=conversation_id)
         self._flush()
         return await self._wait(call, owner=not detached)

@@ -108,6 +108,21 @@ async def test_a_locked_phone_is_pushed_the_card_then_the_close_when_it_is_answe
     assert close.headers["topic"] == card.headers["topic"] and close.headers["ttl"] == str(CLOSE_TTL)
 
 
+async def test_a_phone_whose_network_dropped_is_pushed_at_once_not_after_the_reconnect_grace(agent: Agent) -> None:
+    app, phone = await agent.subscribe()
+    app.ws.transport.abort()  # no goodbye: the server grants the App a grace to come back
+    await wait_until(lambda: not agent.hub.connected)
+    call = asyncio.create_task(agent.hub.call("confirm", CONFIRM, deadline=120))
+    await wait_until(lambda: agent.push.plan.waiting)  # started now: a subscribed device is told of it anyway
+    agent.due()
+    [card] = await agent.fake.wait_for(1)
+    app = await WsApp.connect(agent.server, "phone")
+    delivered = await app.next_call()
+    assert phone.notice(card)["call_id"] == delivered.call_id
+    await app.answer(delivered, approved=True)
+    assert (await call).status == "completed"
+
+
 async def test_no_push_to_a_device_that_shows_the_card(agent: Agent) -> None:
     app, _ = await agent.subscribe()
     call = asyncio.create_task(agent.hub.call("confirm", CONFIRM, deadline=120))

@@ -309,6 +309,61 @@ async def test_reconnecting_app_gets_its_pending_call_again_and_answers_it_once(
         await again.close()
 
 
+async def test_a_call_made_while_the_only_app_is_back_from_a_dropped_network_reaches_it(tmp_path: Path) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone")
+        app.ws.transport.abort()  # the network dropped: no close frame
+        await wait_until(lambda: not hub.connected)
+        task = asyncio.create_task(hub.agent_call("choice", CHOICE))  # before it is back: not no_app at once
+        again = await WsApp.connect(server, "phone")
+        call = await again.next_call()
+        await again.answer(call, selected="test", index=0)
+        result = await task
+        assert (result.status, result.result) == ("completed", {"selected": "test", "index": 0})
+        await again.close()
+
+
+async def test_a_call_interrupted_while_it_waits_for_the_lost_app_is_never_sent(tmp_path: Path) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone")
+        app.ws.transport.abort()
+        await wait_until(lambda: not hub.connected)
+        interrupted = asyncio.create_task(hub.agent_call("choice", CHOICE, call_id="call-interrupted"))
+        await asyncio.sleep(0)  # one step: the call is checked and waits for a device
+        assert not interrupted.done()
+        interrupted.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await interrupted
+        assert hub.stored_call("call-interrupted") is None  # never started: nothing to withdraw
+        again = await WsApp.connect(server, "phone")
+        task = asyncio.create_task(hub.agent_call("choice", CHOICE, call_id="call-after"))
+        call = await again.next_call()
+        assert call.call_id == "call-after"  # the first card it gets
+        await again.answer(call, selected="test", index=0)
+        assert (await task).status == "completed"
+        await again.close()
+
+
+async def test_a_call_after_the_app_closed_or_past_the_calls_deadline_fails_no_app_without_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=3600.0)) as server:
+        hub = server.hub
+        app = await WsApp.connect(server, "phone")
+        await app.close()  # closed by the user: nobody is coming back
+        await wait_until(lambda: not hub.connected)
+        closed = await asyncio.wait_for(hub.agent_call("choice", CHOICE), 30)  # a guard, not a measure
+        assert (closed.status, closed.result["error"]) == ("failed", "no_app")
+
+        app = await WsApp.connect(server, "phone")
+        app.ws.transport.abort()
+        await wait_until(lambda: not hub.connected)
+        lost = await asyncio.wait_for(hub.agent_call("choice", CHOICE, deadline=0.2), 30)  # the deadline bounds it
+        assert (lost.status, lost.result["error"]) == ("failed", "no_app")
+
+
 # ----------------------------------------------------------------------------------- bounds
 
 

@@ -134,6 +134,10 @@ class Limits:
     message_burst: int = 60
     flood_strikes: int = 30
     close_timeout: float = 5.0
+    #: an attached App's connection ended without its close frame (its network dropped, the server
+    #: stopped hearing it) and no App is left: a call made meanwhile waits this long for one to
+    #: come back (the App tries again about 0.5, 1 and 2 s apart) before it fails ``no_app``
+    reconnect_grace: float = 5.0
 
 
 async def close_connection(connection: ServerConnection, code: int, reason: str, timeout: float) -> None:
@@ -594,6 +598,7 @@ class DirectServer:
         )
         self._connections.add(connection)
         self._waiting[connection] = address
+        attached = False
         try:
             attached = await self._handshake(connection, link, address)
             self._waiting.pop(connection, None)
@@ -614,6 +619,13 @@ class DirectServer:
             self._waiting.pop(connection, None)
             self._spoke.discard(connection)
             await self.hub.disconnect(link)
+            if (
+                attached
+                and connection.protocol.close_rcvd is None
+                and not self._stopping.is_set()
+                and not self.hub.connected
+            ):
+                self.hub.expect_device(self.limits.reconnect_grace)  # lost, not closed: it may be back in a moment
             await link.finish()
             ending = self._ending.pop(connection, None)
             if ending is not None:
