@@ -351,6 +351,11 @@ async def test_a_call_after_the_app_closed_or_past_the_calls_deadline_fails_no_a
 ) -> None:
     async with running(tmp_path, limits=Limits(reconnect_grace=3600.0)) as server:
         hub = server.hub
+        stranger = WsApp(await connect(f"ws://127.0.0.1:{server.port}/ws"), "phone")
+        await stranger.ws.send(hello_text("phone", "not-the-token"))
+        refused = (await stranger.next("error")).payload
+        assert isinstance(refused, Error) and refused.code == "auth_failed"
+        stranger.ws.transport.abort()  # gone without a goodbye, but it never was an App: nobody is expected back
         app = await WsApp.connect(server, "phone")
         await app.close()  # closed by the user: nobody is coming back
         await wait_until(lambda: not hub.connected)
