@@ -311,6 +311,9 @@ async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_th
 ) -> None:
     path, port = home
     target = tmp_path / "old-build"
+    # the card ends with Hermes's approvals.timeout: 30 s was once passed before the keys reached the
+    # terminal under load (the card expired); the terminal's answer is what this test is about
+    configure(path, "timeout: 30", "timeout: 600")
     app, terminal, card = await cli_approval(path, port, llm, target)
     try:
         await anyio.to_thread.run_sync(terminal.read_until, b"Allow once")  # the terminal's panel takes keys now
