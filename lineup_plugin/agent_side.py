@@ -82,7 +82,8 @@ class AgentSide(ABC):
         """A transport is bringing App devices (the relay logging in with devices paired, the direct
         server's App whose network dropped reconnecting): a call made while none is attached waits
         up to ``within`` seconds for one (within its deadline) before it fails ``no_app``; a call to a
-        device that can be pushed starts at once instead (it waits for that device anyway).
+        device that can be pushed starts at once instead (it waits for that device anyway). The
+        first device to attach ends the expectation: once it leaves again, a call fails at once.
         ``expect_device(0)`` says the transport is there: the calls waiting go on at once."""
         self._device_expected_until = asyncio.get_running_loop().time() + within
         if within <= 0:

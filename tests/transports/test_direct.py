@@ -368,6 +368,12 @@ async def test_a_call_after_the_app_closed_or_past_the_calls_deadline_fails_no_a
         lost = await asyncio.wait_for(hub.agent_call("choice", CHOICE, deadline=0.2), 30)  # the deadline bounds it
         assert (lost.status, lost.result["error"]) == ("failed", "no_app")
 
+        back = await WsApp.connect(server, "phone")  # the lost App came back: nobody else is expected
+        await back.close()  # then the person closed it
+        await wait_until(lambda: not hub.connected)
+        gone = await asyncio.wait_for(hub.agent_call("choice", CHOICE), 30)
+        assert (gone.status, gone.result["error"]) == ("failed", "no_app")
+
 
 # ----------------------------------------------------------------------------------- bounds
 
