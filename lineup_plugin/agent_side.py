@@ -89,6 +89,13 @@ class AgentSide(ABC):
         if within <= 0:
             self._devices_changed.set()
 
+    def _devices_moved(self) -> None:
+        """A device attached or detached: the calls waiting for one look again; once one is
+        attached, the device a transport said was on its way (:meth:`expect_device`) is here."""
+        if self.connected:
+            self._device_expected_until = 0.0
+        self._devices_changed.set()
+
     async def _await_expected_device(self, at_most: float) -> float:
         """While no device is attached and a transport brings one, wait for it (``at_most`` seconds);
         returns how long that took."""

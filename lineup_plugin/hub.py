@@ -194,9 +194,7 @@ class Hub(AgentSide):
         if batch.new_deadline or not self._alarm.armed:  # one timer, at the session's next deadline
             self._alarm.arm(self.session.calls.next_deadline())
         if batch.events and any(isinstance(event, DevicesChanged) for event in batch.events):
-            if self.connected:  # the device a transport said was on its way (expect_device) is here
-                self._device_expected_until = 0.0
-            self._devices_changed.set()
+            self._devices_moved()
         return batch.events
 
     def _retry_later(self) -> None:

@@ -105,6 +105,10 @@ class Pusher:
         for data in self.unconfirmed:
             await self._deliver(data)
 
+    def confirmed(self) -> None:
+        """The notifications are as the pushes so far should leave them."""
+        self.unconfirmed.clear()
+
 
 async def notifications(page: Page, *tags: str, pusher: Pusher | None = None) -> list[dict[str, Any]]:
     """The App's notifications once they are exactly those of ``tags`` (one each), sorted by tag.
@@ -138,7 +142,7 @@ async def notifications(page: Page, *tags: str, pusher: Pusher | None = None) ->
             shown = await asyncio.wait_for(look, 10)  # a look that never returns is looked again
         if shown is not None:
             if pusher is not None:
-                pusher.unconfirmed.clear()
+                pusher.confirmed()
             return shown
         if pusher is not None:
             await pusher.again()

@@ -309,12 +309,17 @@ async def test_reconnecting_app_gets_its_pending_call_again_and_answers_it_once(
         await again.close()
 
 
+async def network_dropped(app: WsApp, hub: Hub) -> None:
+    """``app``'s network drops (its socket ends, no close frame) and the hub has seen it go."""
+    app.ws.transport.abort()
+    await wait_until(lambda: not hub.connected)
+
+
 async def test_a_call_made_while_the_only_app_is_back_from_a_dropped_network_reaches_it(tmp_path: Path) -> None:
     async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
         hub = server.hub
         app = await WsApp.connect(server, "phone")
-        app.ws.transport.abort()  # the network dropped: no close frame
-        await wait_until(lambda: not hub.connected)
+        await network_dropped(app, hub)
         task = asyncio.create_task(hub.agent_call("choice", CHOICE))  # before it is back: not no_app at once
         again = await WsApp.connect(server, "phone")
         call = await again.next_call()
@@ -328,8 +333,7 @@ async def test_a_call_interrupted_while_it_waits_for_the_lost_app_is_never_sent(
     async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
         hub = server.hub
         app = await WsApp.connect(server, "phone")
-        app.ws.transport.abort()
-        await wait_until(lambda: not hub.connected)
+        await network_dropped(app, hub)
         interrupted = asyncio.create_task(hub.agent_call("choice", CHOICE, call_id="call-interrupted"))
         await asyncio.sleep(0)  # one step: the call is checked and waits for a device
         assert not interrupted.done()
@@ -363,8 +367,7 @@ async def test_a_call_after_the_app_closed_or_past_the_calls_deadline_fails_no_a
         assert (closed.status, closed.result["error"]) == ("failed", "no_app")
 
         app = await WsApp.connect(server, "phone")
-        app.ws.transport.abort()
-        await wait_until(lambda: not hub.connected)
+        await network_dropped(app, hub)
         lost = await asyncio.wait_for(hub.agent_call("choice", CHOICE, deadline=0.2), 30)  # the deadline bounds it
         assert (lost.status, lost.result["error"]) == ("failed", "no_app")
 
