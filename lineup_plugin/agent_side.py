@@ -42,6 +42,7 @@ class AgentSide(ABC):
     _waiters: dict[str, list[asyncio.Future[ToolResult]]]
     _devices_changed: asyncio.Event  #: set when a device attaches or detaches (the hub's)
     _device_expected_until = 0.0  #: loop time until which a transport brings a device (expect_device)
+    _lost_until: dict[str, float]  #: device -> loop time until which it may be back (expect_device)
 
     @abstractmethod
     def _flush(self, *, retry: bool = True) -> list[Event]:
@@ -78,30 +79,43 @@ class AgentSide(ABC):
             self._devices_changed.clear()
             await self._devices_changed.wait()
 
-    def expect_device(self, within: float) -> None:
+    def expect_device(self, within: float, device_id: str | None = None) -> None:
         """A transport is bringing App devices (the relay logging in with devices paired, the direct
-        server's App whose network dropped reconnecting): a call made while none is attached waits
-        up to ``within`` seconds for one (within its deadline) before it fails ``no_app``; a call to a
-        device that can be pushed starts at once instead (it waits for that device anyway). The
-        first device to attach ends the expectation: once it leaves again, a call fails at once.
-        ``expect_device(0)`` says the transport is there: the calls waiting go on at once."""
-        self._device_expected_until = asyncio.get_running_loop().time() + within
+        server's App ``device_id`` whose network dropped reconnecting): a call made while none is
+        attached waits up to ``within`` seconds for one (within its deadline) before it fails
+        ``no_app``; a call to a device that can be pushed starts at once instead (it waits for that
+        device anyway). Without ``device_id`` the first device to attach ends the expectation; with
+        it, only that device attaching again does (a phone that dropped while a laptop stayed is
+        still waited for once the laptop closes). ``expect_device(0)`` says the transport is there:
+        the calls waiting go on at once."""
+        until = asyncio.get_running_loop().time() + within
+        if device_id is None:
+            self._device_expected_until = until
+        elif device_id not in self._attached_devices():  # not back already on another connection
+            self._lost_until[device_id] = until
         if within <= 0:
             self._devices_changed.set()
 
     def _devices_moved(self) -> None:
-        """A device attached or detached: the calls waiting for one look again; once one is
-        attached, the device a transport said was on its way (:meth:`expect_device`) is here."""
+        """A device attached or detached: the calls waiting for one look again; a device that was
+        on its way (:meth:`expect_device`) and attached is here."""
         if self.connected:
             self._device_expected_until = 0.0
+            if self._lost_until:
+                now = asyncio.get_running_loop().time()
+                back = self._attached_devices()
+                self._lost_until = {d: t for d, t in self._lost_until.items() if t > now and d not in back}
         self._devices_changed.set()
+
+    def _attached_devices(self) -> set[str]:
+        return {device for _, device in self.session.devices.items()}
 
     async def _await_expected_device(self, at_most: float) -> float:
         """While no device is attached and a transport brings one, wait for it (``at_most`` seconds);
         returns how long that took."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        until = min(self._device_expected_until, start + at_most)
+        until = min(max((self._device_expected_until, *self._lost_until.values())), start + at_most)
         while not self.connected and (left := until - loop.time()) > 0:
             self._devices_changed.clear()
             with contextlib.suppress(TimeoutError):

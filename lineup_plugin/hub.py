@@ -122,6 +122,7 @@ class Hub(AgentSide):
         self._retry: asyncio.TimerHandle | None = None
         self._alarm = Alarm(self.session.clock, self._on_timer)
         self._devices_changed = asyncio.Event()
+        self._lost_until: dict[str, float] = {}
         self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
         #: the conversation of the App text :attr:`on_text` or :attr:`on_files` is handling (``default``
         #: when not told)
@@ -249,9 +250,10 @@ class Hub(AgentSide):
         """Never write ``secret`` (e.g. the direct token) to the audit log: it is redacted."""
         self.store.add_secret(secret)
 
-    def attached(self, link: Link) -> bool:
-        """Whether ``link`` passed its handshake."""
-        return self.session.devices.attached(link)
+    def device_of(self, link: Link) -> str | None:
+        """The device ``link`` is attached as, once it passed its handshake; else None."""
+        devices = self.session.devices
+        return devices.device_id(link) if devices.attached(link) else None
 
     async def receive(self, link: Link, text: str | bytes | Any, *, parsed: bool = False) -> None:
         """Handle one message that arrived on ``link`` (``parsed``: a JSON value a transport parsed already,

@@ -329,6 +329,56 @@ async def test_a_call_made_while_the_only_app_is_back_from_a_dropped_network_rea
         await again.close()
 
 
+async def test_a_phone_whose_network_dropped_while_a_laptop_stayed_is_waited_for_once_the_laptop_closes(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
+        hub = server.hub
+        phone = await WsApp.connect(server, "phone")
+        laptop = await WsApp.connect(server, "laptop")
+        phone.ws.transport.abort()
+        await wait_until(lambda: [peer.device_id for peer in hub.peers] == ["laptop"])
+        await laptop.close()  # closed by the user: the laptop is not coming back, the phone may be
+        await wait_until(lambda: not hub.connected)
+        task = asyncio.create_task(hub.agent_call("choice", CHOICE))
+        await asyncio.sleep(0)  # one step: the call is checked and waits for a device
+        assert not task.done()
+        again = await WsApp.connect(server, "phone")
+        call = await asyncio.wait_for(again.next_call(), 30)  # a guard, not a measure
+        await again.answer(call, selected="test", index=0)
+        assert (await task).status == "completed"
+        await again.close()
+
+
+async def test_another_device_coming_and_going_does_not_end_the_wait_for_the_lost_one(tmp_path: Path) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
+        hub = server.hub
+        await network_dropped(await WsApp.connect(server, "phone"), hub)
+        laptop = await WsApp.connect(server, "laptop")
+        await laptop.close()
+        await wait_until(lambda: not hub.connected)
+        task = asyncio.create_task(hub.agent_call("choice", CHOICE))
+        await asyncio.sleep(0)  # one step: the call is checked and waits for a device
+        assert not task.done()
+        again = await WsApp.connect(server, "phone")
+        await again.answer(await asyncio.wait_for(again.next_call(), 30), selected="test", index=0)
+        assert (await task).status == "completed"
+        await again.close()
+
+
+async def test_a_lost_connection_of_a_device_already_back_on_another_is_not_waited_for(tmp_path: Path) -> None:
+    async with running(tmp_path, limits=Limits(reconnect_grace=3600.0)) as server:
+        hub = server.hub
+        old = await WsApp.connect(server, "phone")
+        new = await WsApp.connect(server, "phone")  # back on a new connection before the old one is seen to end
+        old.ws.transport.abort()
+        await wait_until(lambda: len(hub.peers) == 1)
+        await new.close()  # then the person closed it
+        await wait_until(lambda: not hub.connected)
+        gone = await asyncio.wait_for(hub.agent_call("choice", CHOICE), 30)  # a guard, not a measure
+        assert (gone.status, gone.result["error"]) == ("failed", "no_app")
+
+
 async def test_a_call_interrupted_while_it_waits_for_the_lost_app_is_never_sent(tmp_path: Path) -> None:
     async with running(tmp_path, limits=Limits(reconnect_grace=60.0)) as server:
         hub = server.hub

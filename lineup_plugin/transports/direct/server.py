@@ -135,8 +135,9 @@ class Limits:
     flood_strikes: int = 30
     close_timeout: float = 5.0
     #: an attached App's connection ended without its close frame (its network dropped, the server
-    #: stopped hearing it) and no App is left: a call made meanwhile waits this long for one to
-    #: come back (the App tries again about 0.5, 1 and 2 s apart) before it fails ``no_app``
+    #: stopped hearing it): for this long, until that device attaches again, a call made while no
+    #: App is attached waits for one (the App tries again about 0.5, 1 and 2 s apart) before it
+    #: fails ``no_app``
     reconnect_grace: float = 5.0
 
 
@@ -585,9 +586,9 @@ class DirectServer:
 
     async def _handle(self, connection: ServerConnection) -> None:
         assert isinstance(connection, AppConnection)  # serve() makes them
-        attached = self._attached()
-        if attached >= self.options.max_connections:
-            log.info("refused a connection: %d App connections are open", attached)
+        open_now = self._attached()
+        if open_now >= self.options.max_connections:
+            log.info("refused a connection: %d App connections are open", open_now)
             await close_connection(connection, TRY_AGAIN_LATER, TOO_MANY, self.limits.close_timeout)
             return
         address = str(connection.remote_address[0]) if connection.remote_address else "unknown"
@@ -598,7 +599,7 @@ class DirectServer:
         )
         self._connections.add(connection)
         self._waiting[connection] = address
-        attached = False
+        attached: str | None = None  # the device, once it passed its hello
         try:
             attached = await self._handshake(connection, link, address)
             self._waiting.pop(connection, None)
@@ -619,13 +620,9 @@ class DirectServer:
             self._waiting.pop(connection, None)
             self._spoke.discard(connection)
             await self.hub.disconnect(link)
-            if (
-                attached
-                and connection.protocol.close_rcvd is None
-                and not self._stopping.is_set()
-                and not self.hub.connected
-            ):
-                self.hub.expect_device(self.limits.reconnect_grace)  # lost, not closed: it may be back in a moment
+            if attached and connection.protocol.close_rcvd is None and not self._stopping.is_set():
+                # lost, not closed: it may be back in a moment
+                self.hub.expect_device(self.limits.reconnect_grace, attached)
             await link.finish()
             ending = self._ending.pop(connection, None)
             if ending is not None:
@@ -656,8 +653,8 @@ class DirectServer:
             close_connection(oldest, TRY_AGAIN_LATER, TOO_MANY, self.limits.shutdown_timeout), name="lineup-make-room"
         )
 
-    async def _handshake(self, connection: AppConnection, link: DirectLink, address: str) -> bool:
-        """Hand the first message to the hub's handshake; whether the device is attached.
+    async def _handshake(self, connection: AppConnection, link: DirectLink, address: str) -> str | None:
+        """Hand the first message to the hub's handshake; the device attached (None: not attached).
 
         The first message may be at most :attr:`Limits.hello_bytes` long. The hub checks the
         hello with this server's token; wrong tokens from one address are slowed down
@@ -674,7 +671,7 @@ class DirectServer:
             with suppress(ConnectionClosed):
                 await connection.send(self.hub.encode(Error(code="hello_timeout", message=message)))
             await close_connection(connection, HELLO_TIMEOUT, message, self.limits.close_timeout)
-            return False
+            return None
 
         def verify(hello: DeviceHello) -> str | None:
             if not hello.token:
@@ -707,4 +704,4 @@ class DirectServer:
             for task in (turn, gone, stopping):
                 task.cancel()
             await asyncio.gather(turn, gone, stopping, return_exceptions=True)
-        return self.hub.attached(link)
+        return self.hub.device_of(link)
