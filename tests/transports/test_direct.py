@@ -372,7 +372,7 @@ async def test_a_lost_connection_of_a_device_already_back_on_another_is_not_wait
         old = await WsApp.connect(server, "phone")
         new = await WsApp.connect(server, "phone")  # back on a new connection before the old one is seen to end
         old.ws.transport.abort()
-        await wait_until(lambda: len(hub.peers) == 1)
+        await wait_until(lambda: server.connections == 1)  # the server is done with the old one
         await new.close()  # then the person closed it
         await wait_until(lambda: not hub.connected)
         gone = await asyncio.wait_for(hub.agent_call("choice", CHOICE), 30)  # a guard, not a measure
