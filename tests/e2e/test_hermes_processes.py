@@ -189,6 +189,15 @@ class Terminal:
     def type(self, keys: bytes) -> None:
         os.write(self.master, keys)
 
+    def shown(self, last: int = 3000) -> bytes:
+        """The end of what the CLI showed, up to now (what it wrote since the last read included)."""
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                self.screen += os.read(self.master, 65536)
+            except OSError:  # the CLI exited: nothing more to read
+                break
+        return self.screen[-last:]
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -242,6 +251,14 @@ async def test_the_apps_stop_interrupts_a_one_shot_chat_asking_through_the_gatew
     assert not any("No active task" in text for text in said), said
 
 
+async def from_app(app: WsApp, kind: str, terminal: Terminal) -> Any:
+    """The payload of the App's next ``kind`` message; if none comes within half the test's
+    bound, the test fails showing what the CLI showed."""
+    with anyio.move_on_after(WAIT / 2):
+        return (await app.next(kind)).payload
+    raise AssertionError(f"no {kind} on the App; the CLI showed {terminal.shown()!r}")
+
+
 async def cli_approval(path: Path, port: int, llm: ScriptedLLM, target: Path) -> tuple[WsApp, Terminal, ToolCall]:
     """The interactive CLI's model runs ``rm -rf target``: Hermes asks in the terminal, and the App gets the card."""
     target.mkdir()
@@ -251,9 +268,9 @@ async def cli_approval(path: Path, port: int, llm: ScriptedLLM, target: Path) ->
     try:
         terminal.type(b"clean up\r")
         app = await app_on(port)  # the gateway, or the CLI once its session started
-        with anyio.move_on_after(WAIT / 2):
-            return app, terminal, await app.next_call()
-        raise AssertionError(f"no approval card; the CLI showed {terminal.screen[-3000:]!r}")
+        card = await from_app(app, "tool.call", terminal)
+        assert isinstance(card, ToolCall)
+        return app, terminal, card
     except BaseException:
         await anyio.to_thread.run_sync(terminal.close)
         raise
@@ -318,7 +335,7 @@ async def test_an_interactive_cli_approval_answered_in_the_terminal_withdraws_th
     try:
         await anyio.to_thread.run_sync(terminal.read_until, b"Allow once")  # the terminal's panel takes keys now
         terminal.type(b"\r")  # its first choice: allow once
-        cancel = (await app.next("tool.cancel")).payload
+        cancel = await from_app(app, "tool.cancel", terminal)
         assert isinstance(cancel, ToolCancel) and cancel.call_id == card.call_id
         said = "answered in the terminal: Allow once"  # not "the agent was interrupted"
         assert cancel.reason == said
