@@ -41,8 +41,8 @@ class AgentSide(ABC):
     push: PushService | None = None
     _waiters: dict[str, list[asyncio.Future[ToolResult]]]
     _devices_changed: asyncio.Event  #: set when a device attaches or detaches (the hub's)
-    _device_expected_until = 0.0  #: loop time until which a transport brings a device (expect_device)
-    _lost_until: dict[str, float]  #: device -> loop time until which it may be back (expect_device)
+    #: who a transport brings (a device, or None: any device) -> loop time until when (expect_device)
+    _expected: dict[str | None, float]
 
     @abstractmethod
     def _flush(self, *, retry: bool = True) -> list[Event]:
@@ -87,35 +87,30 @@ class AgentSide(ABC):
         device anyway). Without ``device_id`` the first device to attach ends the expectation; with
         it, only that device attaching again does (a phone that dropped while a laptop stayed is
         still waited for once the laptop closes). ``expect_device(0)`` says the transport is there:
-        the calls waiting go on at once."""
-        until = asyncio.get_running_loop().time() + within
-        if device_id is None:
-            self._device_expected_until = until
-        elif device_id not in self._attached_devices():  # not back already on another connection
-            self._lost_until[device_id] = until
+        the calls waiting for it go on at once."""
+        if device_id is None or device_id not in self._attached_devices():  # not back on another connection
+            self._expected[device_id] = asyncio.get_running_loop().time() + within
         if within <= 0:
             self._devices_changed.set()
 
     def _devices_moved(self) -> None:
         """A device attached or detached: the calls waiting for one look again; a device that was
         on its way (:meth:`expect_device`) and attached is here."""
-        if self.connected:
-            self._device_expected_until = 0.0
-            if self._lost_until:
-                now = asyncio.get_running_loop().time()
-                back = self._attached_devices()
-                self._lost_until = {d: t for d, t in self._lost_until.items() if t > now and d not in back}
+        if self.connected and self._expected:
+            now = asyncio.get_running_loop().time()
+            back = self._attached_devices()
+            self._expected = {d: t for d, t in self._expected.items() if t > now and d is not None and d not in back}
         self._devices_changed.set()
 
     def _attached_devices(self) -> set[str]:
-        return {device for _, device in self.session.devices.items()}
+        return {peer.device_id for peer in self.peers}
 
     async def _await_expected_device(self, at_most: float) -> float:
         """While no device is attached and a transport brings one, wait for it (``at_most`` seconds);
         returns how long that took."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        until = min(max((self._device_expected_until, *self._lost_until.values())), start + at_most)
+        until = min(max(self._expected.values(), default=0.0), start + at_most)
         while not self.connected and (left := until - loop.time()) > 0:
             self._devices_changed.clear()
             with contextlib.suppress(TimeoutError):

@@ -122,7 +122,7 @@ class Hub(AgentSide):
         self._retry: asyncio.TimerHandle | None = None
         self._alarm = Alarm(self.session.clock, self._on_timer)
         self._devices_changed = asyncio.Event()
-        self._lost_until: dict[str, float] = {}
+        self._expected: dict[str | None, float] = {}
         self.watchers: list[Callable[[Batch[Link]], None]] = []  #: read each committed batch (Web Push)
         #: the conversation of the App text :attr:`on_text` or :attr:`on_files` is handling (``default``
         #: when not told)
