@@ -230,6 +230,15 @@ class App:
         self.quiet = False  # the final phase: no more random behaviour
         self.reader: asyncio.Task[None] | None = None
 
+    def state(self) -> str:
+        """Where this App stands (printed when the run gives up)."""
+        reading = "no reader" if self.reader is None else "reader done" if self.reader.done() else "reading"
+        return (
+            f"{self.device_id}: {reading}; connection {self.ws.state.name if self.ws else 'never opened'}; "
+            f"dropping {self.dropping}; final phase {self.quiet}; cards open {self.stats.shown[:3]}; "
+            f"answers planned {len(self.answering)}"
+        )
+
     def encode(self, payload: Payload, *, id: str | None = None) -> str:
         message = codec.envelope(
             payload,
@@ -259,10 +268,14 @@ class App:
             try:
                 await self.on_message(codec.decode(await ws.recv()).payload)
             except ConnectionClosed:
-                if self.quiet:
+                if not self.dropping:  # closed by final(), or by the agent
+                    if not self.quiet:
+                        problem = f"the agent closed the connection ({ws.close_reason})"
+                        self.stats.problems.append(f"{self.device_id}: {problem}")
                     return
-                if not self.dropping:
-                    self.stats.problems.append(f"{self.device_id}: the agent closed the connection ({ws.close_reason})")
+                if self.quiet:  # final() began during this drop: it reconnects once itself
+                    self.dropping = False
+                    self.settled.set()
                     return
                 self.stats.counts["reconnects"] += 1
                 await asyncio.sleep(self.rng.uniform(0, self.args.max_delay))
@@ -480,6 +493,7 @@ async def drive(args: argparse.Namespace, run_dir: Path) -> int:
     except TimeoutError:
         print(f"lineup load: gave up after {args.timeout:g} s (--timeout)", file=sys.stderr)
         for app in apps:
+            print(f"  {app.state()}", file=sys.stderr)
             for problem in app.stats.problems:
                 print(f"  {problem}", file=sys.stderr)
         return 1
