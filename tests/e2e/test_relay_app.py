@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from playwright.async_api import Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from lineup_plugin.cli import main as lineup
 from lineup_plugin.transports.wukongim.pair_command import export_app, pair_link
@@ -372,6 +374,27 @@ Object.defineProperty(Document.prototype, "visibilityState", {get: () => (window
 """
 
 
+PAGE_STATE = """() => ({
+  link: document.querySelector("#link")?.textContent, path: document.querySelector("#path")?.textContent,
+  visibility: document.visibilityState, permission: Notification.permission, notifications: shown.length,
+  cards: [...document.querySelectorAll("article.card")].map((c) => `${c.dataset.tool} ${c.dataset.callId}`),
+  system: [...document.querySelectorAll(".msg-system")].map((m) => m.textContent),
+})"""
+
+
+@contextlib.asynccontextmanager
+async def notified(agent: RelayAgent, page: Page) -> AsyncIterator[None]:
+    """The block makes the page show a notification (its stub logs one); if none comes, fail saying
+    what the page and the hub showed."""
+    try:
+        async with page.expect_console_message(lambda message: message.text.startswith("notification: ")):
+            yield
+    except PlaywrightTimeoutError:
+        devices = [(peer.device_id, peer.link.name) for peer in agent.hub.peers]
+        live = [(call.call_id, str(call.state)) for call in agent.hub.session.calls.all()]
+        pytest.fail(f"no notification; the page: {await page.evaluate(PAGE_STATE)}; devices {devices}; live {live}")
+
+
 async def test_notification_is_asked_once_from_the_bell_and_shown_when_hidden(
     agent: RelayAgent, context: BrowserContext
 ) -> None:
@@ -390,7 +413,7 @@ async def test_notification_is_asked_once_from_the_bell_and_shown_when_hidden(
     await visible
     await on_relay(agent, page)
     await page.evaluate("window.hidden = true")
-    async with page.expect_console_message(lambda message: message.text.startswith("notification: ")):
+    async with notified(agent, page):
         call = agent.call("choice", DEPLOY)
     shown: list[dict[str, Any]] = await page.evaluate("shown")
     assert len(shown) == 1
