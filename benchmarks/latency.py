@@ -31,6 +31,9 @@ BARE_VERDICT = "the same, with the verdict on the call before in the call's writ
 DIRECT = "direct, store off (MemoryStore)"
 NORMAL = "direct, SQLite WAL synchronous=NORMAL (default)"
 FULL = "direct, SQLite WAL synchronous=FULL"
+SPACED_FLOOR = "raw websockets echo, each round trip after 5 ms idle"
+SPACED_DIRECT = "direct, store off, each call after 5 ms idle (a model's pace)"
+SPACED_NORMAL = "direct, SQLite NORMAL, each call after 5 ms idle"
 DEFLATE = "direct, store off, App negotiates permessage-deflate (as browsers do)"
 RUNNER = "direct, store off, from a tool thread (Runner.call_blocking)"
 FORWARDED = "direct, store off, forwarded from another process's tool thread (Unix socket)"
@@ -76,7 +79,7 @@ def blocking_sampler(call: Callable[[], ToolResult]) -> rigs.Sampler:
     def blocking(budget: float, limit: int) -> list[int]:
         samples: list[int] = []
         end = time.perf_counter() + budget
-        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+        while rigs.more(samples, limit, end):
             start = time.perf_counter_ns()
             result = call()
             samples.append(time.perf_counter_ns() - start)
@@ -143,6 +146,9 @@ async def build(stack: AsyncExitStack, data_dir: Path) -> dict[str, rigs.Sampler
         DIRECT: hub_sampler(direct.hub),
         NORMAL: hub_sampler(normal.hub),
         FULL: hub_sampler(full.hub),
+        SPACED_FLOOR: rigs.spaced(floor),
+        SPACED_DIRECT: rigs.spaced(hub_sampler(direct.hub)),
+        SPACED_NORMAL: rigs.spaced(hub_sampler(normal.hub)),
         DEFLATE: hub_sampler(deflate.hub),
         RUNNER: runner_sampler(runner),
         FORWARDED: forwarded_sampler(Forwarder(runner_settings.data_dir)),
@@ -218,6 +224,23 @@ def rows(rounds: dict[str, list[list[int]]]) -> list[Row]:
             FULL,
             cell(FULL),
             f"{fmt_ratio(ratio(FULL, FLOOR))} the echo; {fmt_ratio(ratio(FULL, DIRECT))} store off",
+            "",
+            "",
+        ),
+        Row(section, SPACED_FLOOR, cell(SPACED_FLOOR), f"{fmt_ratio(ratio(SPACED_FLOOR, FLOOR))} back to back", "", ""),
+        Row(
+            section,
+            SPACED_DIRECT,
+            cell(SPACED_DIRECT),
+            f"{fmt_ratio(ratio(SPACED_DIRECT, SPACED_FLOOR))} the echo after the same idle",
+            "",
+            "",
+        ),
+        Row(
+            section,
+            SPACED_NORMAL,
+            cell(SPACED_NORMAL),
+            f"{fmt_ratio(ratio(SPACED_NORMAL, SPACED_FLOOR))} the echo after the same idle",
             "",
             "",
         ),

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
 from .peers import ANSWER
-from .rigs import Child, free_port
+from .rigs import Child, free_port, more
 
 #: (budget seconds, max samples, where to put the times), or None to end the tool
 Command = tuple[float, int, "asyncio.Future[list[int]]"] | None
@@ -50,7 +50,7 @@ class ElicitingServer:
                 budget, limit, done = command
                 samples: list[int] = []
                 end = time.perf_counter() + budget
-                while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+                while more(samples, limit, end):
                     start = time.perf_counter_ns()
                     result = await ctx.elicit("Deploy where?", Pick)
                     samples.append(time.perf_counter_ns() - start)

@@ -38,6 +38,28 @@ LIMITS = Limits(message_rate=1e9, message_burst=1_000_000_000)
 
 #: ``await sample(budget_seconds, max_samples)`` -> round trip times in ns, measured in the agent process
 Sampler = Callable[[float, int], Awaitable[list[int]]]
+#: the pace of a model's calls in the spaced rows: each round trip starts after this long idle
+MODEL_GAP = 0.005
+
+
+def more(samples: list[int], limit: int, end: float) -> bool:
+    """Whether a sampler takes another sample: under ``limit``, and before ``end`` (perf_counter) or under five."""
+    return len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end)
+
+
+def spaced(sampler: Sampler, gap: float = MODEL_GAP) -> Sampler:
+    """``sampler``'s round trips one at a time, each after ``gap`` seconds idle, as a model makes calls
+    (a back-to-back loop has the next round trip start while the other side still works on the last)."""
+
+    async def sample(budget: float, limit: int) -> list[int]:
+        samples: list[int] = []
+        end = time.perf_counter() + budget
+        while more(samples, limit, end):
+            await asyncio.sleep(gap)
+            samples += await sampler(0, 1)
+        return samples
+
+    return sample
 
 
 def settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -65,7 +87,7 @@ async def timed_calls(hub: Hub, budget: float, limit: int) -> list[int]:
     """Sequential ``hub.call`` round trips for ``budget`` seconds (at most ``limit``, at least 5)."""
     samples: list[int] = []
     end = time.perf_counter() + budget
-    while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+    while more(samples, limit, end):
         start = time.perf_counter_ns()
         result = await hub.call(TOOL, ARGUMENTS)
         samples.append(time.perf_counter_ns() - start)
@@ -217,7 +239,7 @@ class EchoServer:
         connection = self.connections[0]
         samples: list[int] = []
         end = time.perf_counter() + budget
-        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+        while more(samples, limit, end):
             start = time.perf_counter_ns()
             await connection.send(text)
             await connection.recv()
@@ -279,7 +301,7 @@ class BareServer:
         frames = None if before is None else [before.encode(), text.encode()]
         samples: list[int] = []
         end = time.perf_counter() + budget
-        while len(samples) < limit and (len(samples) < 5 or time.perf_counter() < end):
+        while more(samples, limit, end):
             start = time.perf_counter_ns()
             if frames is None:
                 await connection.send(text)
