@@ -168,7 +168,8 @@ class Terminal:
 
     def __init__(self, home: Path, toolsets: str = "lineup") -> None:
         master, slave = pty.openpty()
-        env = environ(home, TERM="xterm", COLUMNS="120", LINES="40")
+        # PYTHONFAULTHANDLER: a CLI that stops answering its keys can be made to print its threads (stacks())
+        env = environ(home, TERM="xterm", COLUMNS="120", LINES="40", PYTHONFAULTHANDLER="1")
         self.process = subprocess.Popen(
             [HERMES, "--toolsets", toolsets], env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
         )
@@ -197,6 +198,17 @@ class Terminal:
             except OSError:  # the CLI exited: nothing more to read
                 break
         return self.screen[-last:]
+
+    def stacks(self) -> str:
+        """Where each of the CLI's threads stands, printed by the CLI as it is killed with SIGABRT."""
+        self.shown()
+        before = len(self.screen)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(10)
+        self.shown()
+        return self.screen[before:].decode("utf-8", "replace")
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -256,7 +268,8 @@ async def from_app(app: WsApp, kind: str, terminal: Terminal) -> Any:
     bound, the test fails showing what the CLI showed."""
     with anyio.move_on_after(WAIT / 2):
         return (await app.next(kind)).payload
-    raise AssertionError(f"no {kind} on the App; the CLI showed {terminal.shown()!r}")
+    shown = terminal.shown()
+    raise AssertionError(f"no {kind} on the App; the CLI showed {shown!r}; its threads:\n{terminal.stacks()}")
 
 
 async def cli_approval(path: Path, port: int, llm: ScriptedLLM, target: Path) -> tuple[WsApp, Terminal, ToolCall]:
