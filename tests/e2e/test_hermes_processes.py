@@ -15,12 +15,11 @@ import functools
 import importlib.util
 import os
 import pty
-import select
 import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -164,7 +163,12 @@ async def test_the_gateway_killed_with_a_card_open_the_chat_takes_over_and_the_c
 
 
 class Terminal:
-    """The interactive ``hermes`` CLI under a pseudo-terminal: type into it, read what it shows."""
+    """The interactive ``hermes`` CLI under a pseudo-terminal: type into it, read what it shows.
+
+    What the CLI writes is read at once, on a thread, as a terminal emulator reads it: a CLI whose
+    output nobody reads blocks in its next write once the pseudo-terminal's buffer is full, and
+    then reads no key either (an Enter typed while a test waited on the App was lost so).
+    """
 
     def __init__(self, home: Path, toolsets: str = "lineup") -> None:
         master, slave = pty.openpty()
@@ -175,45 +179,57 @@ class Terminal:
         )
         os.close(slave)
         self.master = master
+        #: everything the CLI wrote so far
         self.screen = b""
+        self._ended = False  # the CLI's side of the terminal is closed: nothing more will come
+        self._grew = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="terminal-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO: the CLI exited (every copy of its side closed)
+                data = b""
+            with self._grew:
+                self.screen += data
+                self._ended = not data
+                self._grew.notify_all()
+            if not data:
+                return
 
     def read_until(self, text: bytes, timeout: float = WAIT) -> None:
-        """Read what the CLI shows until ``text`` appears (a prompt, a status line)."""
-        end = time.monotonic() + timeout
-        while text not in self.screen:
-            left = end - time.monotonic()
-            assert left > 0, f"the CLI never showed {text!r}: {self.screen[-2000:]!r}"
-            ready, _, _ = select.select([self.master], [], [], min(left, 1.0))
-            if ready:
-                self.screen += os.read(self.master, 65536)
+        """Wait until ``text`` appears in what the CLI shows (a prompt, a status line)."""
+        with self._grew:
+            self._grew.wait_for(lambda: text in self.screen or self._ended, timeout)
+            assert text in self.screen, f"the CLI never showed {text!r}: {self.screen[-2000:]!r}"
 
     def type(self, keys: bytes) -> None:
         os.write(self.master, keys)
 
     def shown(self, last: int = 3000) -> bytes:
-        """The end of what the CLI showed, up to now (what it wrote since the last read included)."""
-        while select.select([self.master], [], [], 0)[0]:
-            try:
-                self.screen += os.read(self.master, 65536)
-            except OSError:  # the CLI exited: nothing more to read
-                break
-        return self.screen[-last:]
+        """The end of what the CLI showed, up to now."""
+        with self._grew:
+            return self.screen[-last:]
 
     def stacks(self) -> str:
         """Where each of the CLI's threads stands, printed by the CLI as it is killed with SIGABRT."""
-        self.shown()
-        before = len(self.screen)
+        with self._grew:
+            before = len(self.screen)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGABRT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(10)
-        self.shown()
-        return self.screen[before:].decode("utf-8", "replace")
+        self._reader.join(10)  # it ends with the CLI
+        with self._grew:
+            return self.screen[before:].decode("utf-8", "replace")
 
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(30)
+        self._reader.join(30)
         os.close(self.master)
 
 
