@@ -226,8 +226,8 @@ class Terminal:
             return self.screen[before:].decode("utf-8", "replace")
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+        with contextlib.suppress(ProcessLookupError):  # the CLI's group: nothing it started keeps the terminal open
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
         self._reader.join(30)
         os.close(self.master)
